@@ -1,0 +1,112 @@
+"""Matrix products and indexing: dot, batch_dot, take, pick, one_hot, batch_take.
+
+MXNet 1.9.1 src/operator/tensor/dot.cc, indexing_op.cc, broadcast_reduce_op_index.cc.
+Index inputs are float ids by default (MXNet convention) and get no gradient.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from .registry import define
+from .rules import dtype_of_first, fixed_dtype, forward, known, norm_axis, same_dtype
+
+
+@dataclass(frozen=True)
+class DotParam:
+    transpose_a: bool = False
+    transpose_b: bool = False
+    forward_stype: Optional[str] = None
+
+
+@forward
+def _dot_shape(p: DotParam, a, b):
+    a = tuple(reversed(a)) if p.transpose_a else tuple(a)
+    b = tuple(reversed(b)) if p.transpose_b else tuple(b)
+    if a[-1] != b[0]:
+        raise ValueError(f"dot shape error: lhs {a} and rhs {b} do not agree on the contracted dim")
+    out = a[:-1] + b[1:]
+    return out or (1,)
+
+
+define("dot", params=DotParam, inputs=["lhs", "rhs"], infer_shape=_dot_shape, infer_type=same_dtype)
+
+
+@forward
+def _batch_dot_shape(p: DotParam, a, b):
+    if len(a) != 3 or len(b) != 3:
+        raise ValueError(f"batch_dot only supports 3D inputs, got {a} and {b}")
+    m, k = (a[2], a[1]) if p.transpose_a else (a[1], a[2])
+    k2, n = (b[2], b[1]) if p.transpose_b else (b[1], b[2])
+    if a[0] != b[0] or k != k2:
+        raise ValueError(f"batch_dot shape error: lhs {a} and rhs {b}")
+    return (a[0], m, n)
+
+
+define("batch_dot", params=DotParam, inputs=["lhs", "rhs"], infer_shape=_batch_dot_shape, infer_type=same_dtype)
+
+
+@dataclass(frozen=True)
+class TakeParam:
+    axis: int = 0
+    mode: Literal["raise", "wrap", "clip"] = "clip"
+
+
+@forward
+def _take_shape(p: TakeParam, a, idx):
+    ax = norm_axis(p.axis, len(a))
+    return tuple(a[:ax]) + tuple(idx) + tuple(a[ax + 1:])
+
+
+define("take", params=TakeParam, inputs=["a", "indices"], no_grad_inputs=("indices",),
+       infer_shape=_take_shape, infer_type=dtype_of_first)
+
+
+@dataclass(frozen=True)
+class PickParam:
+    axis: Optional[int] = -1
+    keepdims: bool = False
+    mode: Literal["wrap", "clip"] = "clip"
+
+
+def _pick_shape(p: PickParam, ins, outs):
+    data = ins[0]
+    if not known(data):
+        return ins, outs
+    if p.axis is None:
+        return ins, [(1,)]
+    ax = norm_axis(p.axis, len(data))
+    out = tuple(1 if i == ax else d for i, d in enumerate(data)) if p.keepdims else \
+        tuple(d for i, d in enumerate(data) if i != ax)
+    idx = tuple(d for i, d in enumerate(data) if i != ax) if not p.keepdims else out
+    return [data, ins[1] if ins[1] is not None else idx], [out]
+
+
+define("pick", params=PickParam, inputs=["data", "index"], no_grad_inputs=("index",),
+       infer_shape=_pick_shape, infer_type=dtype_of_first)
+
+
+@dataclass(frozen=True)
+class OneHotParam:
+    depth: int
+    on_value: float = 1.0
+    off_value: float = 0.0
+    dtype: str = "float32"
+
+
+@forward
+def _one_hot_shape(p: OneHotParam, idx):
+    return tuple(idx) + (p.depth,)
+
+
+define("one_hot", params=OneHotParam, inputs=["indices"], no_grad_inputs=("indices",),
+       infer_shape=_one_hot_shape, infer_type=fixed_dtype(lambda p: p.dtype))
+
+
+@forward
+def _batch_take_shape(p, a, idx):
+    return tuple(idx)
+
+
+define("batch_take", inputs=["a", "indices"], no_grad_inputs=("indices",),
+       infer_shape=_batch_take_shape, infer_type=dtype_of_first)

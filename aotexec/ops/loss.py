@@ -1,0 +1,100 @@
+"""Softmax family and loss heads: softmax, log_softmax, SoftmaxActivation,
+SoftmaxOutput, Linear/Logistic/MAE RegressionOutput, MakeLoss.
+
+Mirrors MXNet 1.9.1 src/operator/softmax_output.cc, regression_output.cc,
+make_loss.cc, nn/softmax.cc.  Loss heads (``is_loss``) need no head gradient.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from .registry import define
+from .rules import known, merge, prod, same_dtype, same_shape
+
+
+@dataclass(frozen=True)
+class SoftmaxParam:
+    axis: int = -1
+    temperature: Optional[float] = None
+    dtype: Optional[str] = None
+    use_length: Optional[bool] = False
+
+
+softmax = define("softmax", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype)
+log_softmax = define("log_softmax", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype)
+
+
+@dataclass(frozen=True)
+class SoftmaxActivationParam:
+    mode: Literal["instance", "channel"] = "instance"
+
+
+SoftmaxActivation = define("SoftmaxActivation", params=SoftmaxActivationParam,
+                           infer_shape=same_shape, infer_type=same_dtype)
+
+
+@dataclass(frozen=True)
+class SoftmaxOutputParam:
+    grad_scale: float = 1.0
+    ignore_label: float = -1.0
+    multi_output: bool = False
+    use_ignore: bool = False
+    preserve_shape: bool = False
+    normalization: Literal["null", "batch", "valid"] = "null"
+    out_grad: bool = False
+    smooth_alpha: float = 0.0
+
+
+def _softmax_output_shape(p: SoftmaxOutputParam, ins, outs):
+    data = merge(ins[0], outs[0])
+    label = ins[1]
+    if known(data):
+        if p.multi_output:
+            want = (data[0], prod(data[2:]))
+            if label is not None and len(label) == len(data) - 1:
+                want = (data[0],) + tuple(data[2:])
+        else:
+            want = tuple(data[:-1])
+        label = merge(label, want)
+    return [data, label], [data]
+
+
+SoftmaxOutput = define(
+    "SoftmaxOutput", "Softmax", params=SoftmaxOutputParam, inputs=["data", "label"],
+    is_loss=True, no_grad_inputs=("label",),
+    infer_shape=_softmax_output_shape, infer_type=same_dtype)
+
+
+@dataclass(frozen=True)
+class RegressionOutputParam:
+    grad_scale: float = 1.0
+
+
+def _regression_shape(p, ins, outs):
+    data = merge(ins[0], outs[0])
+    label = ins[1]
+    if known(data) and label is None:
+        # MXNet allows a 1-D label for (N, 1) data and infers it so (regression_output-inl.h)
+        label = (data[0],) if len(data) == 2 and data[1] == 1 else data
+    elif label is not None and known(data) and prod(label) != prod(data):
+        raise ValueError(f"label shape {label} does not match data shape {data}")
+    return [data, label], [data]
+
+
+for _name in ("LinearRegressionOutput", "LogisticRegressionOutput", "MAERegressionOutput"):
+    define(_name, params=RegressionOutputParam, inputs=["data", "label"], is_loss=True,
+           no_grad_inputs=("label",), infer_shape=_regression_shape, infer_type=same_dtype)
+
+
+@dataclass(frozen=True)
+class MakeLossParam:
+    grad_scale: float = 1.0
+    valid_thresh: float = 0.0
+    normalization: Literal["null", "batch", "valid"] = "null"
+
+
+MakeLoss = define("MakeLoss", params=MakeLossParam, is_loss=True,
+                  infer_shape=same_shape, infer_type=same_dtype)
+# make_loss (lower case) is a distinct MXNet op: an identity whose gradient is ones.
+make_loss = define("make_loss", is_loss=True, infer_shape=same_shape, infer_type=same_dtype)

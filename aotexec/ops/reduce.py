@@ -1,0 +1,88 @@
+"""Reductions: sum, mean, max, min, prod, nansum, nanprod, norm, argmax, argmin.
+
+MXNet 1.9.1 src/operator/tensor/broadcast_reduce_op*.  A reduction over every
+axis without keepdims gives shape (1,), not ().
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .params import Shape
+from .registry import define
+from .rules import forward, norm_axis, same_dtype
+
+
+@dataclass(frozen=True)
+class ReduceParam:
+    axis: Optional[Shape] = None
+    keepdims: bool = False
+    exclude: bool = False
+
+    def axes(self, ndim: int) -> tuple[int, ...]:
+        """The reduced axes, normalized and sorted."""
+        if self.axis is None or len(self.axis) == 0:
+            return tuple(range(ndim)) if not self.exclude or self.axis is None else ()
+        picked = {norm_axis(a, ndim, "reduce") for a in self.axis}
+        if self.exclude:
+            picked = set(range(ndim)) - picked
+        return tuple(sorted(picked))
+
+
+def reduced_shape(data: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(data))
+    out = tuple(d for i, d in enumerate(data) if i not in axes)
+    return out or (1,)
+
+
+@forward
+def _reduce_shape(p: ReduceParam, data):
+    return reduced_shape(tuple(data), p.axes(len(data)), p.keepdims)
+
+
+REDUCE = {"sum": ("sum_axis",), "mean": (), "max": ("max_axis",), "min": ("min_axis",),
+          "prod": (), "nansum": (), "nanprod": ()}
+for _name, _aliases in REDUCE.items():
+    define(_name, *_aliases, params=ReduceParam, infer_shape=_reduce_shape, infer_type=same_dtype)
+
+
+@dataclass(frozen=True)
+class NormParam:
+    ord: int = 2
+    axis: Optional[Shape] = None
+    out_dtype: Optional[str] = None
+    keepdims: bool = False
+
+    def axes(self, ndim: int) -> tuple[int, ...]:
+        if self.axis is None:
+            return tuple(range(ndim))
+        return tuple(sorted(norm_axis(a, ndim, "norm") for a in self.axis))
+
+    def check(self):
+        if self.ord not in (1, 2):
+            raise ValueError(f"norm only supports ord=1 and ord=2, got {self.ord}")
+
+
+@forward
+def _norm_shape(p: NormParam, data):
+    return reduced_shape(tuple(data), p.axes(len(data)), p.keepdims)
+
+
+define("norm", params=NormParam, infer_shape=_norm_shape, infer_type=same_dtype)
+
+
+@dataclass(frozen=True)
+class ArgReduceParam:
+    axis: Optional[int] = None
+    keepdims: bool = False
+
+
+@forward
+def _arg_shape(p: ArgReduceParam, data):
+    axes = tuple(range(len(data))) if p.axis is None else (norm_axis(p.axis, len(data)),)
+    return reduced_shape(tuple(data), axes, p.keepdims)
+
+
+for _name in ("argmax", "argmin"):
+    define(_name, params=ArgReduceParam, infer_shape=_arg_shape, infer_type=same_dtype)

@@ -1,0 +1,119 @@
+"""The operator registry: every rule of an op declared in one place.
+
+An ``OpDef`` bundles what nnvm spreads over attributes: typed parameters,
+input/aux/output names, shape and dtype rules, and (filled by the same op
+module) the gradient and StableHLO lowering rules.  Passes read only the rule
+they need and report a missing one with the op's name.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..base import AotexecError
+
+ShapeT = tuple[int, ...] | None          # None: unknown; -1 inside: unknown dim
+DTypeT = np.dtype | None
+
+ShapeRule = Callable[[Any, list[ShapeT], list[ShapeT]], tuple[list[ShapeT], list[ShapeT]]]
+TypeRule = Callable[[Any, list[DTypeT], list[DTypeT]], tuple[list[DTypeT], list[DTypeT]]]
+
+
+def _const(names: Sequence[str]) -> Callable[[Any], list[str]]:
+    names = list(names)
+    return lambda p: names
+
+
+@dataclass
+class OpDef:
+    name: str
+    params: type | None = None
+    inputs: Callable[[Any], list[str]] = _const(["data"])
+    aux: Callable[[Any], list[str]] = _const([])          # subset of inputs, mutated in training
+    outputs: Callable[[Any], list[str]] = _const(["output"])
+    num_visible: Callable[[Any], int] | None = None        # outputs a user sees (BatchNorm)
+    infer_shape: ShapeRule | None = None
+    infer_type: TypeRule | None = None
+    gradient: Callable | None = None
+    lower: Callable | None = None
+    variadic: str | None = None          # param holding the number of inputs (Concat: num_args)
+    hint: str | None = None              # automatic-name prefix, default name.lower()
+    is_loss: bool = False                # needs no head gradient
+    aux_init: dict[str, str] = field(default_factory=dict)   # __init__ attr of auto aux vars
+    no_grad_inputs: tuple[str, ...] = ()                     # labels / indices
+    doc: str = ""
+
+    def input_names(self, p: Any) -> list[str]:
+        if self.variadic:
+            n = getattr(p, self.variadic)
+            return [f"arg{i}" for i in range(n)]
+        return self.inputs(p)
+
+    def aux_names(self, p: Any) -> list[str]:
+        return self.aux(p)
+
+    def output_names(self, p: Any) -> list[str]:
+        return self.outputs(p)
+
+    def visible_outputs(self, p: Any) -> int:
+        return self.num_visible(p) if self.num_visible else len(self.outputs(p))
+
+
+OPS: dict[str, OpDef] = {}
+# Python-level constructor names (MXNet's function names and aliases) -> (op, name hint)
+CONSTRUCTORS: dict[str, tuple[OpDef, str]] = {}
+
+
+def register(op: OpDef, *aliases: str, hint: str | None = None) -> OpDef:
+    """Register ``op`` under its name and MXNet's other spellings.
+
+    ``hint`` is the automatic-name prefix (MXNet lowercases the Python function
+    name, so ``a + b`` through ``_Plus`` is named ``_plus0``).
+    """
+    if op.name in OPS:
+        raise ValueError(f"operator {op.name} registered twice")
+    OPS[op.name] = op
+    CONSTRUCTORS[op.name] = (op, op.hint or op.name.lower())
+    for alias in aliases:
+        OPS.setdefault(alias, op)
+        CONSTRUCTORS[alias] = (op, alias.lower())
+    return op
+
+
+def alias(name: str, op_name: str) -> None:
+    """Another Python constructor for an existing op (``stop_gradient`` -> BlockGrad)."""
+    op = OPS[op_name]
+    OPS.setdefault(name, op)
+    CONSTRUCTORS[name] = (op, name.lower())
+
+
+def get_op(name: str, node: str | None = None) -> OpDef:
+    try:
+        return OPS[name]
+    except KeyError:
+        where = f" (node '{node}')" if node else ""
+        raise AotexecError(
+            f"Operator '{name}'{where} is not registered in aotexec. It may be an MXNet operator "
+            f"aotexec does not support yet; supported operators: see aotexec.ops.OPS.") from None
+
+
+def define(name: str, *aliases: str, hint: str | None = None, **kw: Any) -> OpDef:
+    """Shorthand: build an OpDef and register it."""
+    inputs = kw.pop("inputs", None)
+    if inputs is not None and not callable(inputs):
+        kw["inputs"] = _const(inputs)
+    elif inputs is not None:
+        kw["inputs"] = inputs
+    for key in ("aux", "outputs"):
+        v = kw.get(key)
+        if v is not None and not callable(v):
+            kw[key] = _const(v)
+    op = OpDef(name=name, hint=hint, **kw)
+    return register(op, *aliases, hint=hint)
+
+
+def replace(op: OpDef, **changes: Any) -> OpDef:
+    return dataclasses.replace(op, **changes)

@@ -1,0 +1,97 @@
+"""Shared shape and dtype rules (the common cases are one line per op).
+
+Shapes are tuples with -1 for an unknown dimension, or None when nothing is
+known.  A rule receives the current knowledge of every input and output and
+returns what it can infer; the inference pass merges and reports conflicts.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .registry import DTypeT, ShapeT
+
+
+def known(s: ShapeT) -> bool:
+    return s is not None and all(d >= 0 for d in s)
+
+
+def merge(a: ShapeT, b: ShapeT) -> ShapeT:
+    """Combine two partial shapes; ValueError when they contradict."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if len(a) != len(b):
+        raise ValueError
+    out = []
+    for x, y in zip(a, b):
+        if x < 0:
+            out.append(y)
+        elif y < 0 or x == y:
+            out.append(x)
+        else:
+            raise ValueError
+    return tuple(out)
+
+
+def prod(dims: Sequence[int]) -> int:
+    return int(math.prod(dims))
+
+
+def norm_axis(axis: int, ndim: int, op: str = "") -> int:
+    if not -ndim <= axis < max(ndim, 1):
+        raise ValueError(f"{op} axis {axis} is out of range for an array of {ndim} dimensions")
+    return axis + ndim if axis < 0 else axis
+
+
+def same_shape(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
+    """Every input and output has one shape (elementwise ops); works both ways."""
+    s: ShapeT = None
+    for x in list(ins) + list(outs):
+        s = merge(s, x)
+    return [s] * len(ins), [s] * len(outs)
+
+
+def first_input_shape(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
+    """Output 0 has the shape of input 0 and vice versa; other inputs are left alone."""
+    s = merge(ins[0], outs[0])
+    return [s] + list(ins[1:]), [s] + list(outs[1:])
+
+
+def forward(fn: Callable[..., list[ShapeT] | ShapeT]):
+    """A shape rule that needs every input fully known and computes the outputs."""
+    def rule(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
+        if not all(known(s) for s in ins):
+            return ins, outs
+        res = fn(p, *ins)
+        return ins, (res if isinstance(res, list) else [res])
+    rule.__name__ = getattr(fn, "__name__", "rule")
+    return rule
+
+
+def same_dtype(p: Any, ins: list[DTypeT], outs: list[DTypeT]):
+    t = next((x for x in list(ins) + list(outs) if x is not None), None)
+    if t is None:
+        return ins, outs
+    for x in list(ins) + list(outs):
+        if x is not None and x != t:
+            raise ValueError(f"dtype mismatch: {x} vs {t}")
+    return [t] * len(ins), [t] * len(outs)
+
+
+def dtype_of_first(p: Any, ins: list[DTypeT], outs: list[DTypeT]):
+    """Output takes input 0's dtype; other inputs (indices, labels) keep their own."""
+    t = ins[0] if ins[0] is not None else outs[0]
+    if t is None:
+        return ins, outs
+    return [t] + list(ins[1:]), [t] * len(outs)
+
+
+def fixed_dtype(dtype: str | Callable[[Any], str]):
+    def rule(p: Any, ins: list[DTypeT], outs: list[DTypeT]):
+        d = np.dtype(dtype(p) if callable(dtype) else dtype)
+        return ins, [d] * len(outs)
+    return rule

@@ -1,0 +1,1 @@
+"""Graph passes: pure functions over an IndexedGraph."""

@@ -1,0 +1,349 @@
+"""One IREE HAL device per Context: buffers in and out, and compiled modules.
+
+Every transfer here is synchronous: queue work is submitted on the device's timeline
+semaphore and waited for before returning. Compiled functions use IREE's default
+`sync` ABI (reflection: "sync func ..."), which waits for its own device work before
+returning, so results are ready to read as soon as `invoke` returns.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+from typing import Sequence
+
+import numpy as np
+import iree.runtime as rt
+
+from ..base import AotexecError
+from .context import Context, current_context
+from .dtypes import from_hal, normalize_dtype, to_hal
+
+_MT = rt.MemoryType
+_BU = rt.BufferUsage
+# Staging memory the host can map and the device can DMA into (works on Vulkan,
+# unlike importing an unaligned numpy buffer).
+_STAGING_TYPE = int(_MT.HOST_LOCAL | _MT.DEVICE_VISIBLE)
+_STAGING_USAGE = int(_BU.TRANSFER_TARGET | _BU.MAPPING_SCOPED)
+_HOST_VISIBLE = int(_MT.HOST_VISIBLE)
+_MAPPING = int(_BU.MAPPING_SCOPED)
+_U8 = np.dtype(np.uint8)
+# IREE CPU codegen may assume aligned bindings; only alias at this granularity.
+_ALIAS_ALIGNMENT = 64
+
+_instance: rt.VmInstance | None = None
+_instance_lock = threading.Lock()
+
+
+def vm_instance() -> rt.VmInstance:
+    """The process-wide VM instance (one is enough; modules and contexts share it)."""
+    global _instance
+    with _instance_lock:
+        if _instance is None:
+            _instance = rt.VmInstance()
+        return _instance
+
+
+def _unavailable(ctx: Context, driver: str, reason: str) -> AotexecError:
+    if ctx.device_type == "vulkan":
+        hint = ("Install a Vulkan driver (on Linux without a GPU: apt-get install "
+                "mesa-vulkan-drivers libvulkan1 for the lavapipe CPU device) or use ax.cpu().")
+    elif ctx.device_type == "gpu":
+        hint = "CUDA needs an NVIDIA GPU and its driver; or use ax.cpu()."
+    else:
+        hint = "The iree-base-runtime installation looks broken."
+    name = {"vulkan": "Vulkan", "gpu": "CUDA", "cpu": "CPU"}[ctx.device_type]
+    return AotexecError(f"{name} device {ctx.device_id} ({ctx}, IREE driver {driver!r}) "
+                        f"is not available: {reason}. {hint}")
+
+
+_CPU_DRIVERS = ("local-task", "local-sync")
+
+
+def default_driver(ctx: Context) -> str:
+    """HAL driver for ctx; cpu honours AOTEXEC_CPU_DRIVER=local-sync|local-task.
+
+    local-sync runs dispatches inline on the calling thread: ~5 us per tiny call here
+    against 20-140 us (bimodal, workers waking late) for the local-task thread pool,
+    which only pays off for graphs with large, parallel dispatches.
+    """
+    if ctx.device_type != "cpu":
+        return ctx.driver
+    driver = os.environ.get("AOTEXEC_CPU_DRIVER") or ctx.driver
+    if driver not in _CPU_DRIVERS:
+        raise AotexecError(f"AOTEXEC_CPU_DRIVER={driver!r}; expected one of {_CPU_DRIVERS}")
+    return driver
+
+
+def _shape_nbytes(shape: Sequence[int], dtype: np.dtype) -> int:
+    return math.prod(shape) * dtype.itemsize
+
+
+class Device:
+    """An IREE HAL device for one Context; get it with `Device.get(ctx)` (cached).
+
+    `driver` overrides the HAL driver (default: `default_driver(ctx)`), e.g. 'local-sync'
+    for cpu; devices are cached per (ctx, driver). Buffers of local-task and local-sync
+    devices are plain host memory and interoperate.
+    """
+
+    _cache: dict[tuple[Context, str], "Device"] = {}
+    _cache_lock = threading.Lock()
+
+    @classmethod
+    def get(cls, ctx: Context | None = None, driver: str | None = None) -> "Device":
+        ctx = current_context() if ctx is None else ctx
+        if not isinstance(ctx, Context):
+            raise AotexecError(f"expected a Context, got {ctx!r}")
+        key = (ctx, driver or default_driver(ctx))
+        dev = cls._cache.get(key)
+        if dev is None:
+            with cls._cache_lock:
+                dev = cls._cache.get(key)
+                if dev is None:
+                    dev = cls._cache[key] = cls(ctx, key[1])
+        return dev
+
+    def __init__(self, ctx: Context, driver: str | None = None):
+        self.context = ctx
+        self.driver = driver = driver or ctx.driver
+        if driver not in rt.query_available_drivers():
+            raise _unavailable(ctx, driver, "the IREE runtime was built without this driver")
+        try:
+            hal_driver = rt.get_driver(driver)
+            if driver.startswith("local-"):
+                # Host CPU: every cpu(i) is the same hardware; give each its own device.
+                hal_device = hal_driver.create_default_device()
+            else:
+                infos = hal_driver.query_available_devices()
+                if ctx.device_id >= len(infos):
+                    raise _unavailable(ctx, driver, f"{len(infos)} device(s) enumerated")
+                hal_device = hal_driver.create_device(infos[ctx.device_id])
+        except AotexecError:
+            raise
+        except Exception as e:  # IREE raises RuntimeError/ValueError variously
+            raise _unavailable(ctx, driver, str(e).strip() or type(e).__name__) from e
+        self.hal_device: rt.HalDevice = hal_device
+        self.allocator: rt.HalAllocator = hal_device.allocator
+        self._is_local = driver.startswith("local-")
+        self._sem = hal_device.create_semaphore(0)
+        self._sem_value = 0
+        self._queue_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<Device {self.context} driver={self.driver}>"
+
+    # -- queue helpers -----------------------------------------------------------------
+    def _submit_copy(self, src: rt.HalBuffer, dst: rt.HalBuffer, nbytes: int,
+                     src_offset: int = 0, dst_offset: int = 0) -> None:
+        cb = rt.HalCommandBuffer(self.hal_device, begin=True)
+        cb.copy(src, dst, source_offset=src_offset, target_offset=dst_offset,
+                length=nbytes, end=True)
+        self._execute(cb)
+
+    def _execute(self, cb: rt.HalCommandBuffer) -> None:
+        # Ordered on one timeline semaphore, and waited for: callers see finished data.
+        with self._queue_lock:
+            v = self._sem_value
+            self._sem_value = v + 1
+            self.hal_device.queue_execute(cb, [(self._sem, v)], [(self._sem, v + 1)])
+            self._sem.wait(v + 1)
+
+    @staticmethod
+    def _mappable(buf: rt.HalBuffer) -> bool:
+        return (buf.memory_type() & _HOST_VISIBLE) and (buf.allowed_usage() & _MAPPING)
+
+    @staticmethod
+    def _map_bytes(buf: rt.HalBuffer) -> np.ndarray:
+        """Writable uint8 numpy view of a mappable buffer (keeps the mapping alive)."""
+        return buf.map().asarray((buf.byte_length(),), _U8)
+
+    # -- buffers -----------------------------------------------------------------------
+    def upload(self, array: np.ndarray) -> rt.HalBufferView:
+        """A device-owned copy of `array` (never imports host memory)."""
+        arr = np.asarray(array)
+        if not arr.flags.c_contiguous:  # (np.ascontiguousarray would turn 0-d into 1-d)
+            arr = arr.copy(order="C")
+        et = to_hal(arr.dtype)
+        return self.allocator.allocate_buffer_copy(
+            memory_type=_MT.DEVICE_LOCAL, allowed_usage=_BU.DEFAULT,
+            device=self.hal_device, buffer=arr, element_type=et)
+
+    def allocate(self, shape: Sequence[int], dtype="float32",
+                 fill: float | int | bool | None = 0) -> rt.HalBufferView:
+        """A new device buffer filled with `fill` (None: uninitialized)."""
+        dt = normalize_dtype(dtype)
+        shape = [int(d) for d in shape]
+        nbytes = _shape_nbytes(shape, dt)
+        buf = self.allocator.allocate_buffer(
+            memory_type=_MT.DEVICE_LOCAL, allowed_usage=_BU.DEFAULT, allocation_size=nbytes)
+        view = rt.HalBufferView(buf, shape, to_hal(dt))
+        if fill is not None and nbytes:
+            pattern = np.array(fill, dtype=dt).tobytes()
+            if pattern.count(pattern[:1]) == len(pattern):
+                pattern = pattern[:1]  # e.g. zeros of any width: a 1-byte fill
+            if len(pattern) in (1, 2, 4):
+                cb = rt.HalCommandBuffer(self.hal_device, begin=True)
+                cb.fill(buf, pattern, 0, nbytes, end=True)
+                self._execute(cb)
+            else:  # 8-byte patterns are not fillable: write the values
+                self.write(view, np.full(shape, fill, dtype=dt))
+        return view
+
+    def download(self, view: rt.HalBufferView, shape: Sequence[int] | None = None,
+                 dtype=None) -> np.ndarray:
+        """A fresh numpy copy of the first `shape`x`dtype` bytes of `view`'s buffer."""
+        dt = from_hal(view.element_type) if dtype is None else normalize_dtype(dtype)
+        shape = tuple(view.shape) if shape is None else tuple(int(d) for d in shape)
+        nbytes = _shape_nbytes(shape, dt)
+        if nbytes == 0:
+            return np.empty(shape, dt)
+        buf = view.get_buffer()
+        if nbytes > buf.byte_length():
+            raise AotexecError(f"download of {shape} {dt} ({nbytes} bytes) exceeds the "
+                               f"buffer ({buf.byte_length()} bytes)")
+        if self._mappable(buf):
+            raw = self._map_bytes(buf)[:nbytes]
+        else:
+            stg = self.allocator.allocate_buffer(
+                memory_type=_STAGING_TYPE, allowed_usage=_STAGING_USAGE, allocation_size=nbytes)
+            self._submit_copy(buf, stg, nbytes)
+            raw = stg.map().asarray((nbytes,), _U8)
+        return raw.view(dt).reshape(shape).copy()
+
+    def write(self, view: rt.HalBufferView, array: np.ndarray) -> None:
+        """Overwrite `view`'s bytes in place (same HalBuffer: every view of it sees it).
+
+        `array` must already have the view's byte size; dtype/broadcast is the caller's job.
+        """
+        arr = np.ascontiguousarray(array)
+        nbytes = arr.nbytes
+        if nbytes != view.byte_length:
+            raise AotexecError(f"write of {nbytes} bytes into a view of {view.byte_length}")
+        if nbytes == 0:
+            return
+        buf = view.get_buffer()
+        flat = arr.reshape(-1).view(_U8)
+        if self._mappable(buf):
+            self._map_bytes(buf)[:nbytes] = flat
+        else:
+            stg = self.allocator.allocate_host_staging_buffer_copy(self.hal_device, flat)
+            self._submit_copy(stg, buf, nbytes)
+
+    def copy(self, src: rt.HalBufferView, dst: rt.HalBufferView) -> None:
+        """Device-side copy of `src`'s content into `dst`'s buffer (equal byte sizes)."""
+        n = src.byte_length
+        if n != dst.byte_length:
+            raise AotexecError(f"copy between views of {n} and {dst.byte_length} bytes")
+        if n:
+            self._submit_copy(src.get_buffer(), dst.get_buffer(), n)
+
+    def view(self, buffer_view: rt.HalBufferView, shape: Sequence[int], dtype=None,
+             byte_offset: int = 0) -> rt.HalBufferView:
+        """A new HalBufferView over the same memory as `buffer_view`.
+
+        byte_offset == 0 (reshape, prefix): same HalBuffer, any device.
+        byte_offset > 0: the 3.13 bindings have no buffer subspan and HalBufferView takes
+        no offset, so only host-memory devices (local-*) can do it, by importing the
+        mapped bytes as an aliasing HalBuffer; the offset must be 64-byte aligned.
+        """
+        et = buffer_view.element_type if dtype is None else to_hal(dtype)
+        dt = from_hal(et)
+        shape = [int(d) for d in shape]
+        nbytes = _shape_nbytes(shape, dt)
+        buf = buffer_view.get_buffer()
+        if byte_offset < 0 or byte_offset + nbytes > buf.byte_length():
+            raise AotexecError(f"view of {nbytes} bytes at offset {byte_offset} exceeds the "
+                               f"buffer ({buf.byte_length()} bytes)")
+        if byte_offset == 0:
+            return rt.HalBufferView(buf, shape, et)
+        if not (self._is_local and self._mappable(buf)):
+            raise AotexecError(f"views at a byte offset are not supported on {self.context} "
+                               "(IREE 3.13 Python bindings expose no buffer subspan); copy instead")
+        if byte_offset % _ALIAS_ALIGNMENT:
+            raise AotexecError(f"view byte_offset {byte_offset} is not a multiple of "
+                               f"{_ALIAS_ALIGNMENT}; copy instead")
+        if nbytes == 0:
+            return self.allocate(shape, dt, fill=None)
+        # The imported buffer keeps the numpy slice alive, which keeps the mapping alive.
+        alias = self.allocator.import_host_allocation(
+            self._map_bytes(buf)[byte_offset:byte_offset + nbytes],
+            memory_type=_MT.DEVICE_LOCAL | _MT.HOST_VISIBLE, allowed_usage=_BU.DEFAULT)
+        return rt.HalBufferView(alias, shape, et)
+
+    # -- modules -----------------------------------------------------------------------
+    def load_module(self, vmfb: bytes | bytearray | memoryview | str | os.PathLike,
+                    debug_sink: rt.HalModuleDebugSink | None = None) -> "LoadedModule":
+        """Load a compiled .vmfb (bytes or file path) into a fresh VM context here."""
+        inst = vm_instance()
+        try:
+            if isinstance(vmfb, (str, os.PathLike)):
+                module = rt.VmModule.mmap(inst, os.fspath(vmfb))
+            else:
+                module = rt.VmModule.copy_buffer(inst, vmfb)
+            hal = rt.create_hal_module(inst, self.hal_device, debug_sink=debug_sink)
+            vm_context = rt.VmContext(inst, modules=[hal, module])
+        except Exception as e:
+            raise AotexecError(f"cannot load module on {self.context} ({self.driver}): {e}. "
+                               f"Was it compiled for target {self.context.target!r}?") from e
+        return LoadedModule(self, module, vm_context, hal)
+
+    def allocator_statistics(self) -> dict[str, int]:
+        """IREE allocator counters: {host,device}_bytes_{peak,allocated,freed}.
+
+        Empty when the runtime was built without IREE_STATISTICS_ENABLE. On Vulkan the
+        device numbers count driver memory blocks (64 MiB pools), not tensor bytes.
+        """
+        if not self.allocator.has_statistics:
+            return {}
+        return dict(self.allocator.statistics)
+
+
+class LoadedModule:
+    """A compiled module bound to a Device: exported functions, invoked low-level."""
+
+    def __init__(self, device: Device, module: rt.VmModule, vm_context: rt.VmContext,
+                 hal_module: rt.VmModule):
+        self.device = device
+        self.module = module
+        self.vm_context = vm_context
+        self._hal_module = hal_module  # keep alive with the context
+        self.function_names: list[str] = [
+            n for n in module.function_names if not n.startswith("__")]
+        self._functions: dict[str, rt.VmFunction] = {}
+        self._result_counts: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"<LoadedModule {self.module.name} on {self.device.context}: {self.function_names}>"
+
+    def function(self, name: str) -> rt.VmFunction:
+        fn = self._functions.get(name)
+        if fn is None:
+            fn = self.module.lookup_function(name) if name in self.function_names else None
+            if fn is None:
+                raise AotexecError(f"module {self.module.name!r} has no function {name!r}; "
+                                   f"available: {self.function_names}")
+            self._functions[name] = fn
+        return fn
+
+    def reflection(self, name: str) -> dict:
+        return dict(self.function(name).reflection)
+
+    def invoke(self, name: str,
+               args: Sequence[rt.HalBufferView | rt.HalBuffer]) -> list[rt.HalBufferView]:
+        """Call `name` with buffer views (or raw buffers, e.g. a transients arena).
+
+        Results must be buffer views (tensor results); they are ready on return.
+        """
+        fn = self._functions.get(name) or self.function(name)
+        arg_list = rt.VmVariantList(len(args))
+        for a in args:
+            arg_list.push_ref(a)
+        results = rt.VmVariantList(self._result_counts.get(name, 1))
+        try:
+            self.vm_context.invoke(fn, arg_list, results)
+        except (RuntimeError, ValueError, TypeError, IndexError) as e:
+            raise AotexecError(f"invoking {name!r} on {self.device.context}: {e}") from e
+        n = results.size
+        self._result_counts[name] = n
+        return [results.get_as_object(i, rt.HalBufferView) for i in range(n)]

@@ -1,0 +1,176 @@
+"""``ax.sym`` / ``ax.symbol``: Variable, Group, load/save and one constructor per
+registered op (``FullyConnected``, ``relu``, ``_Plus``...), MXNet 1.x compatible.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from ..attribute import AttrScope
+from ..base import AotexecError
+from ..graph import Entry, Node
+from ..name import NameManager
+from ..ops import CONSTRUCTORS, OpDef
+from ..ops.params import parse_params, to_attr_string
+from ..passes.infer import DTYPE_TO_CODE
+from .json_format import json_to_heads
+from .symbol import HIDDEN_KEYS, Symbol, attr_key
+
+
+def Variable(name: str, attr: dict | None = None, shape=None, lr_mult=None, wd_mult=None, dtype=None,
+             init=None, stype=None, profiler_scope=None, **kwargs) -> Symbol:
+    """A graph input (MXNet ``mx.sym.Variable``); shape/dtype become ``__shape__`` / ``__dtype__``."""
+    if not isinstance(name, str):
+        raise TypeError("Expect a string for variable `name`")
+    attrs = {attr_key(k): v for k, v in AttrScope.current().get(attr).items()}
+    if shape is not None:
+        attrs["__shape__"] = str(tuple(shape) if not isinstance(shape, int) else (shape,))
+    if lr_mult is not None:
+        attrs["__lr_mult__"] = str(lr_mult)
+    if wd_mult is not None:
+        attrs["__wd_mult__"] = str(wd_mult)
+    if dtype is not None:
+        attrs["__dtype__"] = str(DTYPE_TO_CODE[np.dtype(dtype).name])
+    if init is not None:
+        attrs["__init__"] = init if isinstance(init, str) else init.dumps()
+    if stype is not None and stype != "default":
+        raise AotexecError(f"storage type '{stype}' is not supported; aotexec arrays are dense ('default')")
+    if profiler_scope is not None:
+        attrs["__profiler_scope__"] = profiler_scope
+    for k, v in kwargs.items():
+        if k.startswith("__") and k.endswith("__"):
+            attrs[k] = str(v)
+        else:
+            raise ValueError(f"Attribute name={k} is not supported. Additional attributes must start and end "
+                             "with double underscores, e.g, __yourattr__")
+    return Symbol([Entry(Node(None, name, attrs))])
+
+
+var = Variable
+
+
+def Group(symbols: list[Symbol]) -> Symbol:
+    if not symbols or any(not isinstance(s, Symbol) for s in symbols):
+        raise TypeError("Expected a list of symbols as input")
+    return Symbol([e for s in symbols for e in s._outputs])
+
+
+def load_json(json_str: str) -> Symbol:
+    if not isinstance(json_str, str):
+        raise TypeError("fname required to be string")
+    return Symbol(json_to_heads(json_str))
+
+
+def load(fname: str) -> Symbol:
+    if not isinstance(fname, str):
+        raise TypeError("fname need to be string")
+    try:
+        with open(fname) as f:
+            text = f.read()
+    except OSError as e:
+        raise AotexecError(f"cannot read symbol file {fname}: {e}") from None
+    try:
+        return load_json(text)
+    except AotexecError as e:
+        raise AotexecError(f"{fname}: {e}") from None
+
+
+def _param_string(v: Any) -> str:
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return np.dtype(v).name
+    if isinstance(v, np.dtype):
+        return v.name
+    return to_attr_string(v)
+
+
+def create(op: OpDef, hint: str, args: tuple, kwargs: dict) -> Symbol:
+    """Build an op node the way MXNet's ``_symbol_creator`` + ``Compose`` do."""
+    name = kwargs.pop("name", None)
+    attr = kwargs.pop("attr", None)
+    kwargs.pop("out", None)
+    sym_args = [a for a in args if isinstance(a, Symbol)]
+    if op.variadic and len(args) == 1 and isinstance(args[0], (list, tuple)):
+        sym_args = list(args[0])
+    raw_pos = [a for a in args if not isinstance(a, (Symbol, list, tuple))] if op.variadic else \
+        [a for a in args if not isinstance(a, Symbol)]
+    sym_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
+    params = {k: _param_string(v) for k, v in kwargs.items() if not isinstance(v, Symbol) and v is not None}
+    if raw_pos:
+        fields = [f.name for f in dataclasses.fields(op.params or object) if f.name != op.variadic] \
+            if op.params else []
+        if len(raw_pos) > len(fields):
+            raise TypeError(f"{op.name}() got too many positional arguments")
+        for f, v in zip(fields, raw_pos):
+            params.setdefault(f, _param_string(v))
+    if op.variadic and op.variadic not in params:
+        params[op.variadic] = str(len(sym_args))
+    name = NameManager.current().get(name, hint)
+    attrs = {attr_key(k): v for k, v in AttrScope.current().get(attr).items()}
+    attrs.update(params)
+    p = parse_params(op.params, {k: v for k, v in attrs.items()}, op.name, name)
+    node = Node(op, name, attrs, [], p)
+    input_names = node.input_names()
+    if len(sym_args) > len(input_names):
+        raise AotexecError(f"{op.name}({name}) takes {len(input_names)} inputs ({', '.join(input_names)}), "
+                           f"got {len(sym_args)} positional symbols")
+    given: dict[str, Symbol] = dict(zip(input_names, sym_args))
+    for k, v in sym_kwargs.items():
+        if k not in input_names:
+            raise TypeError(f"{op.name}() got an unexpected keyword argument '{k}'; its inputs are "
+                            f"{', '.join(input_names) or 'none'}")
+        given[k] = v
+    aux = set(op.aux_names(p))
+    for iname in input_names:
+        if iname in given:
+            s = given[iname]
+            if len(s._outputs) != 1:
+                raise AotexecError(f"{op.name}({name}): input '{iname}' is a symbol with "
+                                   f"{len(s._outputs)} outputs; pass one output (sym[i])")
+            node.inputs.append(s._outputs[0])
+        else:
+            vattrs = dict(attrs)
+            if iname in aux and iname in op.aux_init:
+                vattrs["__init__"] = op.aux_init[iname]
+            node.inputs.append(Entry(Node(None, f"{name}_{iname}", vattrs)))
+    return Symbol([Entry(node, i) for i in range(node.num_visible_outputs)])
+
+
+def _make_constructor(fname: str, op: OpDef, hint: str):
+    def constructor(*args, **kwargs) -> Symbol:
+        return create(op, hint, args, dict(kwargs))
+    constructor.__name__ = fname
+    fields = ", ".join(f.name for f in dataclasses.fields(op.params)) if op.params else ""
+    constructor.__doc__ = f"MXNet operator {op.name}. Parameters: {fields or 'none'}."
+    return constructor
+
+
+for _fname, (_op, _hint) in CONSTRUCTORS.items():
+    globals()[_fname] = _make_constructor(_fname, _op, _hint)
+
+
+def zeros(shape, dtype="float32", **kwargs) -> Symbol:
+    return globals()["_zeros"](shape=shape, dtype=dtype, **kwargs)
+
+
+def ones(shape, dtype="float32", **kwargs) -> Symbol:
+    return globals()["_ones"](shape=shape, dtype=dtype, **kwargs)
+
+
+def pow(base, exp):  # noqa: A001  (MXNet's name)
+    return base ** exp
+
+
+def maximum(left, right):
+    if isinstance(left, Symbol) and isinstance(right, Symbol):
+        return globals()["_Maximum"](left, right)
+    s, v = (left, right) if isinstance(left, Symbol) else (right, left)
+    return globals()["_MaximumScalar"](s, scalar=v)
+
+
+def minimum(left, right):
+    if isinstance(left, Symbol) and isinstance(right, Symbol):
+        return globals()["_Minimum"](left, right)
+    s, v = (left, right) if isinstance(left, Symbol) else (right, left)
+    return globals()["_MinimumScalar"](s, scalar=v)
