@@ -12,3 +12,7 @@ from .util import is_np_shape, np_shape, set_np_shape, use_np_shape  # noqa: F40
 sym = symbol
 
 __version__ = "0.1.0"
+
+from . import nd  # noqa: E402,F401
+from .runtime.context import Context, cpu, current_context, gpu, vulkan  # noqa: E402,F401
+from .runtime.executor import Executor  # noqa: E402,F401

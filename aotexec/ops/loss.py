@@ -98,3 +98,50 @@ MakeLoss = define("MakeLoss", params=MakeLossParam, is_loss=True,
                   infer_shape=same_shape, infer_type=same_dtype)
 # make_loss (lower case) is a distinct MXNet op: an identity whose gradient is ones.
 make_loss = define("make_loss", is_loss=True, infer_shape=same_shape, infer_type=same_dtype)
+
+
+# ---------------------------------------------------------------- lowering rules
+from .registry import lowers  # noqa: E402
+
+
+def softmax_values(b, x, axis: int, temperature: float | None = None, log: bool = False):
+    """Numerically stable (log-)softmax along ``axis``."""
+    axis = axis % x.ndim
+    if temperature is not None and temperature != 1.0:
+        x = b.div(x, temperature)
+    keep = [i for i in range(x.ndim) if i != axis]
+    m = b.broadcast_in_dim(b.reduce(x, [axis], "max"), x.shape, keep)
+    z = b.sub(x, m)
+    e = b.exp(z)
+    s = b.broadcast_in_dim(b.reduce(e, [axis], "add"), x.shape, keep)
+    return b.sub(z, b.log(s)) if log else b.div(e, s)
+
+
+@lowers(softmax)
+def _softmax_lower(ctx, p: SoftmaxParam, x):
+    return softmax_values(ctx.b, x, p.axis, p.temperature)
+
+
+@lowers(log_softmax)
+def _log_softmax_lower(ctx, p: SoftmaxParam, x):
+    return softmax_values(ctx.b, x, p.axis, p.temperature, log=True)
+
+
+@lowers(SoftmaxActivation)
+def _softmax_activation_lower(ctx, p: SoftmaxActivationParam, x):
+    if p.mode == "channel":
+        return softmax_values(ctx.b, x, 1)
+    b = ctx.b
+    flat = b.reshape(x, (x.shape[0], prod(x.shape[1:])))
+    return b.reshape(softmax_values(b, flat, 1), x.shape)
+
+
+@lowers(SoftmaxOutput)
+def _softmax_output_lower(ctx, p: SoftmaxOutputParam, x, label):
+    b = ctx.b
+    if p.multi_output:
+        return softmax_values(b, x, 1)
+    if p.preserve_shape:
+        return softmax_values(b, x, x.ndim - 1)
+    flat = b.reshape(x, (x.shape[0], prod(x.shape[1:])))
+    return b.reshape(softmax_values(b, flat, 1), x.shape)

@@ -364,3 +364,42 @@ def _embedding_type(p: EmbeddingParam, ins, outs):
 
 Embedding = define("Embedding", params=EmbeddingParam, inputs=["data", "weight"],
                    no_grad_inputs=("data",), infer_shape=_embedding_shape, infer_type=_embedding_type)
+
+
+# ---------------------------------------------------------------- lowering rules
+from .registry import lowers  # noqa: E402
+
+
+@lowers(FullyConnected)
+def _fc_lower(ctx, p: FullyConnectedParam, x, w, bias=None):
+    b = ctx.b
+    if p.flatten:
+        x = b.reshape(x, (x.shape[0], prod(x.shape[1:])))
+    y = b.dot_general(x, w, contract=([x.ndim - 1], [1]))
+    if bias is not None:
+        y = b.add(y, b.broadcast_in_dim(bias, y.shape, [y.ndim - 1]))
+    return y
+
+
+def activation(b, act_type: str, x):
+    """Shared by Activation and the unary ops of the same names."""
+    if act_type == "relu":
+        return b.max(x, 0.0)
+    if act_type == "sigmoid":
+        return b.logistic(x)
+    if act_type == "tanh":
+        return b.tanh(x)
+    if act_type == "softrelu":  # log(1 + exp(x)), stable for large |x|
+        return b.add(b.max(x, 0.0), b.unary("log_plus_one", b.exp(b.neg(b.abs(x)))))
+    if act_type == "softsign":
+        return b.div(x, b.add(b.abs(x), 1.0))
+    if act_type == "log_sigmoid":
+        return b.neg(activation(b, "softrelu", b.neg(x)))
+    if act_type == "mish":
+        return b.mul(x, b.tanh(activation(b, "softrelu", x)))
+    raise ValueError(f"unknown act_type {act_type}")
+
+
+@lowers(Activation)
+def _activation_lower(ctx, p: ActivationParam, x):
+    return activation(ctx.b, p.act_type, x)

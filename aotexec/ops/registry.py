@@ -117,3 +117,12 @@ def define(name: str, *aliases: str, hint: str | None = None, **kw: Any) -> OpDe
 
 def replace(op: OpDef, **changes: Any) -> OpDef:
     return dataclasses.replace(op, **changes)
+
+
+def lowers(*ops: OpDef):
+    """Attach a StableHLO lowering rule ``fn(ctx, params, *inputs) -> Value | list[Value]``."""
+    def deco(fn: Callable) -> Callable:
+        for op in ops:
+            op.lower = fn
+        return fn
+    return deco

@@ -106,7 +106,8 @@ def _fixed_point(g: IndexedGraph, values: list, rule_of: Callable[[Node], Any], 
                 for ids, old, new in ((in_ids, ins, new_ins), (out_ids, outs, new_outs)):
                     for k, (i, a, b) in enumerate(zip(ids, old, new)):
                         m = merge_fn(node, values[i], b)
-                        if m != values[i]:
+                        # identity first: np.dtype(...) == None is True (np.dtype(None) is float64)
+                        if (m is None) != (values[i] is None) or (m is not None and m != values[i]):
                             values[i] = m
                             changed = True
 

@@ -61,7 +61,7 @@ _CODEGEN_RELEVANT = frozenset(
     sse3 ssse3 sse4.1 sse4.2 popcnt lzcnt movbe avx avx2 fma f16c bmi bmi2
     avx512f avx512bw avx512dq avx512vl avx512cd avx512ifma avx512vbmi avx512vbmi2
     avx512vnni avx512bf16 avx512fp16 avx512bitalg avx512vpopcntdq avx512vp2intersect
-    avxvnni gfni vaes vpclmul amx-tile amx-bf16 amx-int8 amx-fp16 amx-complex
+    avxvnni gfni vaes vpclmulqdq amx-tile amx-bf16 amx-int8 amx-fp16 amx-complex
     neon dotprod fullfp16 i8mm bf16 sve sve2 sme
     """.split()
 )
@@ -159,7 +159,7 @@ _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 
 
 def check_cpu_compatible(
-    required: list[str],
+    required: list[str] | None,
     cpu_name: str,
     *,
     host_cpu: str | None = None,
@@ -168,7 +168,8 @@ def check_cpu_compatible(
     """Raise AotexecError if this CPU lacks a feature the artifact's code needs.
 
     ``required``/``cpu_name``/``host_cpu``/``triple`` are what
-    ``aotexec.compiler.resolve_cpu`` recorded at compile time.
+    ``aotexec.compiler.resolve_cpu`` recorded at compile time; ``required=None``
+    (a CPU name the feature table does not know) checks only the architecture.
     """
     machine = platform.machine().lower()
     machine = _ARCH_ALIASES.get(machine, machine)
@@ -181,6 +182,8 @@ def check_cpu_compatible(
                 f"machine is {machine}; recompile for this machine"
             )
     flags, _ = _cpuinfo()
+    if required is None:
+        return
     if flags is None:
         # No /proc/cpuinfo (non-Linux): nothing to check against; let it run.
         _log.debug("cannot read host CPU features; skipping CPU compatibility check")

@@ -1,0 +1,1 @@
+"""Lowering of typed graphs to StableHLO MLIR text."""

@@ -1,0 +1,316 @@
+"""A small builder for StableHLO text in MLIR's generic form.
+
+The emitter owns SSA names, type strings and ``loc("<node>")`` so lowering rules
+never format MLIR lines by hand, and ``iree.compiler.ir`` errors name the node.
+Rules call the typed helpers (``add``, ``dot_general``, ``reduce``...) and get
+``Value``s back, each carrying its shape and dtype.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+MLIR_DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "bfloat16": "bf16",
+               "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+               "uint8": "ui8", "uint32": "ui32", "uint64": "ui64", "bool": "i1"}
+
+
+def tensor_type(shape: Sequence[int], dtype) -> str:
+    el = MLIR_DTYPES[np.dtype(dtype).name]
+    return "tensor<" + "".join(f"{d}x" for d in shape) + el + ">"
+
+
+def _array(vals: Sequence[int]) -> str:
+    return "array<i64" + (": " + ", ".join(str(int(v)) for v in vals) if len(vals) else "") + ">"
+
+
+def _float_literal(v: float, dtype) -> str:
+    if np.dtype(dtype).kind in "iub":
+        return "true" if np.dtype(dtype).name == "bool" and v else ("false" if np.dtype(dtype).name == "bool" else str(int(v)))
+    if math.isnan(v):
+        return {"float16": "0x7E00", "float64": "0x7FF8000000000000"}.get(np.dtype(dtype).name, "0x7FC00000")
+    if math.isinf(v):
+        bits = {"float16": ("0x7C00", "0xFC00"), "float64": ("0x7FF0000000000000", "0xFFF0000000000000")}
+        pos, neg = bits.get(np.dtype(dtype).name, ("0x7F800000", "0xFF800000"))
+        return pos if v > 0 else neg
+    return repr(float(v))
+
+
+@dataclass(frozen=True)
+class Value:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def type(self) -> str:
+        return tensor_type(self.shape, self.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+class Emitter:
+    """Appends generic-form ops to a function body."""
+
+    def __init__(self, indent: str = "    "):
+        self.lines: list[str] = []
+        self.indent = indent
+        self.loc = "aotexec"
+        self._n = 0
+
+    def fresh(self, prefix: str = "v") -> str:
+        self._n += 1
+        return f"%{prefix}{self._n}"
+
+    # ---- generic op ------------------------------------------------------
+    def op(self, name: str, operands: Sequence[Value], shape: Sequence[int], dtype=None,
+           attrs: str = "", region: str = "", results: int = 1) -> Value | list[Value]:
+        dtype = np.dtype(dtype if dtype is not None else operands[0].dtype)
+        rtype = tensor_type(shape, dtype)
+        base = self.fresh() if results == 1 else self.fresh("m")
+        lhs = base if results == 1 else f"{base}:{results}"
+        args = ", ".join(v.name for v in operands)
+        in_types = ", ".join(v.type for v in operands)
+        out_types = rtype if results == 1 else "(" + ", ".join([rtype] * results) + ")"
+        attr_text = f" {{{attrs}}}" if attrs else ""
+        region_text = f" ({region})" if region else ""
+        self.lines.append(f'{self.indent}{lhs} = "{name}"({args}){region_text}{attr_text} : '
+                          f'({in_types}) -> {out_types} loc("{self.loc}")')
+        if results == 1:
+            return Value(base, tuple(int(d) for d in shape), dtype)
+        return [Value(f"{base}#{i}", tuple(int(d) for d in shape), dtype) for i in range(results)]
+
+    # ---- constants -------------------------------------------------------
+    def constant(self, value: float | np.ndarray, shape: Sequence[int] = (), dtype="float32") -> Value:
+        dtype = np.dtype(dtype)
+        shape = tuple(shape)
+        name = self.fresh("c")
+        if isinstance(value, np.ndarray) and value.size > 1:
+            body = ", ".join(_float_literal(float(x), dtype) for x in value.astype(dtype).ravel())
+            dense = f"dense<[{body}]>" if value.ndim == 1 else None
+            if dense is None:
+                flat = value.astype(dtype).reshape(shape)
+                dense = "dense<" + _nested(flat, dtype) + ">"
+        else:
+            v = float(value.ravel()[0]) if isinstance(value, np.ndarray) else float(value)
+            dense = f"dense<{_float_literal(v, dtype)}>"
+        t = tensor_type(shape, dtype)
+        self.lines.append(f'{self.indent}{name} = "stablehlo.constant"() {{value = {dense} : {t}}} : () -> {t} loc("{self.loc}")')
+        return Value(name, shape, dtype)
+
+    def full_like(self, x: Value, value: float, shape: Sequence[int] | None = None, dtype=None) -> Value:
+        shape = x.shape if shape is None else tuple(shape)
+        dtype = x.dtype if dtype is None else np.dtype(dtype)
+        c = self.constant(value, (), dtype)
+        return self.broadcast_in_dim(c, shape, ()) if shape else c
+
+    # ---- elementwise -----------------------------------------------------
+    def _bin(self, name: str, a: Value, b: Value | float) -> Value:
+        if not isinstance(b, Value):
+            b = self.full_like(a, b)
+        if isinstance(a, (int, float)):
+            a = self.full_like(b, a)
+        return self.op(f"stablehlo.{name}", [a, b], a.shape, a.dtype)
+
+    def add(self, a, b): return self._bin("add", a, b)
+    def sub(self, a, b): return self._bin("subtract", a, b)
+    def mul(self, a, b): return self._bin("multiply", a, b)
+    def div(self, a, b): return self._bin("divide", a, b)
+    def max(self, a, b): return self._bin("maximum", a, b)
+    def min(self, a, b): return self._bin("minimum", a, b)
+    def pow(self, a, b): return self._bin("power", a, b)
+    def rem(self, a, b): return self._bin("remainder", a, b)
+    def atan2(self, a, b): return self._bin("atan2", a, b)
+
+    def unary(self, name: str, x: Value) -> Value:
+        return self.op(f"stablehlo.{name}", [x], x.shape, x.dtype)
+
+    def neg(self, x): return self.unary("negate", x)
+    def exp(self, x): return self.unary("exponential", x)
+    def log(self, x): return self.unary("log", x)
+    def tanh(self, x): return self.unary("tanh", x)
+    def sqrt(self, x): return self.unary("sqrt", x)
+    def rsqrt(self, x): return self.unary("rsqrt", x)
+    def abs(self, x): return self.unary("abs", x)
+
+    def logistic(self, x): return self.unary("logistic", x)
+
+    def compare(self, a: Value, b: Value | float, direction: str) -> Value:
+        """``direction``: EQ, NE, GT, GE, LT, LE; result is i1."""
+        if not isinstance(b, Value):
+            b = self.full_like(a, b)
+        kind = "FLOAT" if a.dtype.kind == "f" else ("UNSIGNED" if a.dtype.kind in "ub" else "SIGNED")
+        return self.op("stablehlo.compare", [a, b], a.shape, "bool",
+                       attrs=f"comparison_direction = #stablehlo<comparison_direction {direction}>, "
+                             f"compare_type = #stablehlo<comparison_type {kind}>")
+
+    def select(self, pred: Value, a: Value, b: Value) -> Value:
+        return self.op("stablehlo.select", [pred, a, b], a.shape, a.dtype)
+
+    def convert(self, x: Value, dtype) -> Value:
+        if np.dtype(dtype) == x.dtype:
+            return x
+        return self.op("stablehlo.convert", [x], x.shape, dtype)
+
+    def clamp(self, lo: Value | float, x: Value, hi: Value | float) -> Value:
+        lo = lo if isinstance(lo, Value) else self.constant(lo, (), x.dtype)
+        hi = hi if isinstance(hi, Value) else self.constant(hi, (), x.dtype)
+        return self.op("stablehlo.clamp", [lo, x, hi], x.shape, x.dtype)
+
+    # ---- shapes ----------------------------------------------------------
+    def reshape(self, x: Value, shape: Sequence[int]) -> Value:
+        shape = tuple(int(d) for d in shape)
+        if shape == x.shape:
+            return x
+        return self.op("stablehlo.reshape", [x], shape, x.dtype)
+
+    def transpose(self, x: Value, perm: Sequence[int]) -> Value:
+        perm = tuple(perm)
+        if perm == tuple(range(x.ndim)):
+            return x
+        return self.op("stablehlo.transpose", [x], tuple(x.shape[p] for p in perm), x.dtype,
+                       attrs=f"permutation = {_array(perm)}")
+
+    def broadcast_in_dim(self, x: Value, shape: Sequence[int], dims: Sequence[int]) -> Value:
+        shape = tuple(int(d) for d in shape)
+        if shape == x.shape and tuple(dims) == tuple(range(x.ndim)):
+            return x
+        return self.op("stablehlo.broadcast_in_dim", [x], shape, x.dtype,
+                       attrs=f"broadcast_dimensions = {_array(dims)}")
+
+    def broadcast_to(self, x: Value, shape: Sequence[int]) -> Value:
+        """numpy-style broadcast (trailing alignment)."""
+        shape = tuple(shape)
+        off = len(shape) - x.ndim
+        if any(d != 1 and d != shape[off + i] for i, d in enumerate(x.shape)):
+            raise ValueError(f"cannot broadcast {x.shape} to {shape}")
+        keep = [i for i, d in enumerate(x.shape) if d == shape[off + i]]
+        if len(keep) != x.ndim:
+            x = self.reshape(x, tuple(x.shape[i] for i in keep))
+        return self.broadcast_in_dim(x, shape, [off + i for i in keep])
+
+    def slice(self, x: Value, start: Sequence[int], limit: Sequence[int], strides: Sequence[int] | None = None) -> Value:
+        strides = tuple(strides) if strides else (1,) * x.ndim
+        shape = tuple(max(0, -(-(l - s) // st)) for s, l, st in zip(start, limit, strides))
+        return self.op("stablehlo.slice", [x], shape, x.dtype,
+                       attrs=f"start_indices = {_array(start)}, limit_indices = {_array(limit)}, "
+                             f"strides = {_array(strides)}")
+
+    def concatenate(self, xs: Sequence[Value], axis: int) -> Value:
+        if len(xs) == 1:
+            return xs[0]
+        shape = list(xs[0].shape)
+        shape[axis] = sum(x.shape[axis] for x in xs)
+        return self.op("stablehlo.concatenate", list(xs), shape, xs[0].dtype, attrs=f"dimension = {axis} : i64")
+
+    def reverse(self, x: Value, dims: Sequence[int]) -> Value:
+        return self.op("stablehlo.reverse", [x], x.shape, x.dtype, attrs=f"dimensions = {_array(dims)}")
+
+    def pad(self, x: Value, value: float, low: Sequence[int], high: Sequence[int],
+            interior: Sequence[int] | None = None) -> Value:
+        interior = tuple(interior) if interior else (0,) * x.ndim
+        if not any(low) and not any(high) and not any(interior):
+            return x
+        shape = tuple(lo + d + hi + max(d - 1, 0) * it for d, lo, hi, it in zip(x.shape, low, high, interior))
+        pv = self.constant(value, (), x.dtype)
+        return self.op("stablehlo.pad", [x, pv], shape, x.dtype,
+                       attrs=f"edge_padding_low = {_array(low)}, edge_padding_high = {_array(high)}, "
+                             f"interior_padding = {_array(interior)}")
+
+    def iota(self, shape: Sequence[int], dim: int, dtype="int32") -> Value:
+        t = tensor_type(shape, dtype)
+        name = self.fresh()
+        self.lines.append(f'{self.indent}{name} = "stablehlo.iota"() {{iota_dimension = {dim} : i64}} : () -> {t} loc("{self.loc}")')
+        return Value(name, tuple(shape), np.dtype(dtype))
+
+    # ---- contractions ----------------------------------------------------
+    def dot_general(self, a: Value, b: Value, contract: tuple[Sequence[int], Sequence[int]],
+                    batch: tuple[Sequence[int], Sequence[int]] = ((), ())) -> Value:
+        (ca, cb), (ba, bb) = contract, batch
+        free_a = [i for i in range(a.ndim) if i not in ca and i not in ba]
+        free_b = [i for i in range(b.ndim) if i not in cb and i not in bb]
+        shape = [a.shape[i] for i in ba] + [a.shape[i] for i in free_a] + [b.shape[i] for i in free_b]
+        dims = (f"#stablehlo.dot<lhs_batching_dimensions = [{', '.join(map(str, ba))}], "
+                f"rhs_batching_dimensions = [{', '.join(map(str, bb))}], "
+                f"lhs_contracting_dimensions = [{', '.join(map(str, ca))}], "
+                f"rhs_contracting_dimensions = [{', '.join(map(str, cb))}]>")
+        return self.op("stablehlo.dot_general", [a, b], shape, a.dtype, attrs=f"dot_dimension_numbers = {dims}")
+
+    def convolution(self, x: Value, w: Value, out_shape: Sequence[int], stride: Sequence[int],
+                    pad: Sequence[tuple[int, int]], lhs_dilation: Sequence[int], rhs_dilation: Sequence[int],
+                    groups: int = 1, spec: str | None = None) -> Value:
+        nd = x.ndim - 2
+        sp = "".join("dhw"[3 - nd:][i] for i in range(nd)) if nd <= 3 else None
+        spec = spec or f"[b, f, {', '.join(sp)}]x[o, i, {', '.join(sp)}]->[b, f, {', '.join(sp)}]"
+        pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
+        attrs = (f"dimension_numbers = #stablehlo.conv<{spec}>, window_strides = {_array(stride)}, "
+                 f"padding = dense<{pads}> : tensor<{nd}x2xi64>, lhs_dilation = {_array(lhs_dilation)}, "
+                 f"rhs_dilation = {_array(rhs_dilation)}, feature_group_count = {groups} : i64, "
+                 f"batch_group_count = 1 : i64")
+        return self.op("stablehlo.convolution", [x, w], out_shape, x.dtype, attrs=attrs)
+
+    # ---- reductions ------------------------------------------------------
+    def _region(self, kind: str, dtype) -> str:
+        t = tensor_type((), dtype)
+        body = {"add": "stablehlo.add", "max": "stablehlo.maximum", "min": "stablehlo.minimum",
+                "mul": "stablehlo.multiply"}[kind]
+        return (f'{{\n{self.indent}^bb0(%ra: {t}, %rb: {t}):\n{self.indent}  %rr = "{body}"(%ra, %rb) : ({t}, {t}) -> {t}\n'
+                f'{self.indent}  "stablehlo.return"(%rr) : ({t}) -> ()\n{self.indent}}}')
+
+    INIT = {"add": 0.0, "mul": 1.0, "max": -math.inf, "min": math.inf}
+
+    def reduce(self, x: Value, dims: Sequence[int], kind: str = "add") -> Value:
+        dims = sorted(dims)
+        if not dims:
+            return x
+        init = self.constant(self._init_value(kind, x.dtype), (), x.dtype)
+        shape = [d for i, d in enumerate(x.shape) if i not in dims]
+        return self.op("stablehlo.reduce", [x, init], shape, x.dtype, attrs=f"dimensions = {_array(dims)}",
+                       region=self._region(kind, x.dtype))
+
+    def _init_value(self, kind: str, dtype) -> float:
+        v = self.INIT[kind]
+        if np.dtype(dtype).kind in "iu" and math.isinf(v):
+            info = np.iinfo(np.dtype(dtype))
+            return info.min if v < 0 else info.max
+        return v
+
+    def reduce_window(self, x: Value, kind: str, window: Sequence[int], strides: Sequence[int],
+                      pad: Sequence[tuple[int, int]], out_shape: Sequence[int], init: float | None = None) -> Value:
+        init_v = self.constant(self._init_value(kind, x.dtype) if init is None else init, (), x.dtype)
+        pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
+        attrs = (f"window_dimensions = {_array(window)}, window_strides = {_array(strides)}, "
+                 f"padding = dense<{pads}> : tensor<{x.ndim}x2xi64>")
+        return self.op("stablehlo.reduce_window", [x, init_v], out_shape, x.dtype, attrs=attrs,
+                       region=self._region(kind, x.dtype))
+
+    # ---- indexing --------------------------------------------------------
+    def gather_rows(self, table: Value, idx: Value, axis: int = 0) -> Value:
+        """``take(table, idx, axis)`` with in-range int32 indices (shape idx.shape)."""
+        slice_sizes = [1 if i == axis else d for i, d in enumerate(table.shape)]
+        offset_dims = [i for i in range(table.ndim) if i != axis]
+        out_shape = list(idx.shape) + [d for i, d in enumerate(table.shape) if i != axis]
+        idx2 = self.reshape(idx, tuple(idx.shape) + (1,))
+        offset_out = [idx.ndim + k for k in range(len(offset_dims))]
+        attrs = (f"dimension_numbers = #stablehlo.gather<offset_dims = [{', '.join(map(str, offset_out))}], "
+                 f"collapsed_slice_dims = [{axis}], start_index_map = [{axis}], index_vector_dim = {idx.ndim}>, "
+                 f"slice_sizes = {_array(slice_sizes)}, indices_are_sorted = false")
+        out = self.op("stablehlo.gather", [table, idx2], out_shape, table.dtype, attrs=attrs)
+        if axis == 0:
+            return out
+        # gather puts the index dims first; move them to position ``axis``
+        nidx = idx.ndim
+        rest = table.ndim - 1
+        perm = list(range(nidx, nidx + axis)) + list(range(nidx)) + list(range(nidx + axis, nidx + rest))
+        return self.transpose(out, perm)
+
+
+def _nested(arr: np.ndarray, dtype) -> str:
+    if arr.ndim == 0:
+        return _float_literal(float(arr), dtype)
+    return "[" + ", ".join(_nested(a, dtype) for a in arr) + "]"

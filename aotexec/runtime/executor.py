@@ -1,0 +1,265 @@
+"""The Executor: MXNet's bind / simple_bind / forward over compiled IREE programs.
+
+Binding infers shapes and dtypes, allocates (or adopts) the arrays, and gets a
+``Program`` either from an artifact (runtime only) or by compiling through the
+cache (``aotexec.build``, imported lazily so edge installs never need the
+compiler).  ``forward`` copies keyword inputs in place and makes one IREE call.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..base import AotexecError
+from ..passes.infer import Typing, infer
+from ..ops.rules import known
+from .context import Context, current_context
+from .ndarray import NDArray, array as nd_array, zeros as nd_zeros
+from .program import Program
+
+GRAD_REQS = ("write", "add", "null")
+# (symbol, typing, modes, ctx) -> Program; set by artifacts for runtime-only use
+ProgramProvider = Callable[[Any, Typing, Sequence[str], Context], Program]
+
+
+def compile_provider(cpu: str = "host") -> ProgramProvider:
+    def provide(symbol, typing: Typing, modes: Sequence[str], ctx: Context) -> Program:
+        try:
+            from .. import build
+        except ImportError as e:
+            raise AotexecError(
+                "binding a symbol needs the IREE compiler (pip install 'aotexec[compiler]'), "
+                f"which is not installed ({e}); a runtime-only install runs compiled artifacts "
+                "through ax.load(path).bind(...)") from None
+        vmfb, spec = build.compile_program(symbol, typing, modes, build.options_for(ctx, cpu=cpu))
+        return Program(ctx, vmfb, spec)
+    return provide
+
+
+def _normalize_grad_req(grad_req, arg_names: list[str]) -> dict[str, str]:
+    if isinstance(grad_req, str):
+        reqs = {n: grad_req for n in arg_names}
+    elif isinstance(grad_req, (list, tuple)):
+        if len(grad_req) != len(arg_names):
+            raise AotexecError(f"grad_req list has {len(grad_req)} entries for {len(arg_names)} arguments")
+        reqs = dict(zip(arg_names, grad_req))
+    elif isinstance(grad_req, dict):
+        reqs = {n: grad_req.get(n, "null") or "null" for n in arg_names}
+    else:
+        raise TypeError("grad_req must be a str, a list or a dict")
+    for n, r in reqs.items():
+        if r not in GRAD_REQS:
+            raise AotexecError(f"grad_req for '{n}' must be one of {GRAD_REQS}, got {r!r}")
+    return reqs
+
+
+def _as_ndarray(x: Any, ctx: Context, what: str) -> NDArray:
+    if isinstance(x, NDArray):
+        return x if x.context == ctx else x.copyto(ctx)
+    if isinstance(x, np.ndarray):
+        return nd_array(x, ctx=ctx)
+    raise TypeError(f"{what} must be an NDArray (or numpy array), got {type(x).__name__}")
+
+
+def _arrays(given, names: list[str], ctx: Context, what: str, required: bool) -> dict[str, NDArray | None]:
+    """MXNet's list-or-dict array arguments, in ``names`` order."""
+    if given is None:
+        if required and names:
+            raise ValueError(f"`{what}` is required: the symbol has {what} {names}")
+        return {n: None for n in names}
+    if isinstance(given, dict):
+        out = {}
+        for n in names:
+            if n in given and given[n] is not None:
+                out[n] = _as_ndarray(given[n], ctx, f"{what}['{n}']")
+            elif required:
+                raise ValueError(f"key `{n}` is missing in `{what}`")
+            else:
+                out[n] = None
+        return out
+    if isinstance(given, (list, tuple)):
+        if len(given) != len(names):
+            raise ValueError(f"Length of {what} do not match number of arguments: got {len(given)}, "
+                             f"expected {len(names)} ({', '.join(names)})")
+        return {n: (None if a is None else _as_ndarray(a, ctx, f"{what}[{i}]"))
+                for i, (n, a) in enumerate(zip(names, given))}
+    raise TypeError(f"Only accept list of NDArrays or dict of str to NDArray for `{what}`")
+
+
+def _check_complete(symbol, typing: Typing) -> None:
+    g = typing.graph
+    missing = [f"{n.name}: {typing.node_shape(n)}" for n in g.variables() if not known(typing.node_shape(n))]
+    if missing:
+        raise AotexecError("Cannot decide shapes for the following inputs; provide them to bind / "
+                           "simple_bind:\n\t" + "\n\t".join(missing))
+    bad = [n.name for n in g.nodes if n.op is not None and
+           any(not known(typing.node_shape(n, i)) for i in range(n.num_outputs))]
+    if bad:
+        raise AotexecError(f"shape inference left the outputs of {bad} undecided")
+
+
+class Executor:
+    """An MXNet-style executor over one compiled program."""
+
+    def __init__(self, symbol, ctx: Context, typing: Typing, args: dict[str, NDArray],
+                 grads: dict[str, NDArray | None], reqs: dict[str, str], aux: dict[str, NDArray],
+                 provider: ProgramProvider):
+        self._symbol = symbol
+        self._ctx = ctx
+        self._typing = typing
+        self._provider = provider
+        self.arg_dict = args
+        self.grad_dict = grads
+        self.aux_dict = aux
+        self._grad_req = reqs
+        self._programs: dict[str, Program] = {}
+        self._arg_names = symbol.list_arguments()
+        self._aux_names = symbol.list_auxiliary_states()
+        self._out_names = symbol.list_outputs()
+        g = typing.graph
+        self.outputs = [nd_zeros(typing.shape_of(e), ctx=ctx, dtype=typing.dtype_of(e)) for e in symbol._outputs]
+        self._train_differs = any(n.op is not None and n.op.name in ("BatchNorm", "Dropout", "LeakyReLU")
+                                  for n in g.nodes)
+        self._monitor = None
+        self._program("forward_infer")  # compile (or fetch) at bind, like MXNet allocates at bind
+
+    # ---- MXNet's views of the arrays -----------------------------------
+    @property
+    def arg_arrays(self) -> list[NDArray]:
+        return [self.arg_dict[n] for n in self._arg_names]
+
+    @property
+    def grad_arrays(self) -> list[NDArray | None]:
+        return [self.grad_dict.get(n) for n in self._arg_names]
+
+    @property
+    def aux_arrays(self) -> list[NDArray]:
+        return [self.aux_dict[n] for n in self._aux_names]
+
+    @property
+    def output_dict(self) -> dict[str, NDArray]:
+        return dict(zip(self._out_names, self.outputs))
+
+    @property
+    def symbol(self):
+        return self._symbol
+
+    # ---- execution --------------------------------------------------------
+    def _program(self, mode: str) -> Program:
+        prog = self._programs.get(mode)
+        if prog is None:
+            prog = self._provider(self._symbol, self._typing, [mode], self._ctx)
+            self._programs[mode] = prog
+        return prog
+
+    def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
+        for name, value in kwargs.items():
+            if name not in self.arg_dict:
+                raise TypeError(f"Unknown argument {name}")
+            dst = self.arg_dict[name]
+            shape = tuple(getattr(value, "shape", np.shape(value)))
+            if dst.shape != shape:
+                raise ValueError(f"Shape not match! Argument {name}, need: {dst.shape}, received: {shape}")
+            dst[:] = value
+        mode = "forward_train" if is_train and self._train_differs else "forward_infer"
+        prog = self._program(mode)
+        views = [self.arg_dict[n].handle for n in self._arg_names] + [self.aux_dict[n].handle for n in self._aux_names]
+        results = prog.run(mode, views)
+        for out, view in zip(self.outputs, results):
+            out.handle = view
+        self._last_train = is_train
+        return self.outputs
+
+    def backward(self, out_grads=None, is_train: bool = True) -> None:
+        raise AotexecError("Executor.backward is not implemented yet in aotexec: gradients are derived "
+                           "by the backward pass (see the project's open issue on training)")
+
+    def set_monitor_callback(self, callback, monitor_all: bool = False) -> None:
+        raise AotexecError("set_monitor_callback is not implemented yet in aotexec")
+
+    def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
+                         allow_extra_params: bool = False) -> None:
+        for name, arr in arg_params.items():
+            if name in self.arg_dict:
+                self.arg_dict[name][:] = arr
+            elif not allow_extra_params:
+                raise ValueError(f"Find name \"{name}\" that is not in the arguments")
+        for name, arr in (aux_params or {}).items():
+            if name in self.aux_dict:
+                self.aux_dict[name][:] = arr
+            elif not allow_extra_params:
+                raise ValueError(f"Find name {name} that is not in the auxiliary states")
+
+    def debug_str(self) -> str:
+        return str(self._typing.graph)
+
+    def __repr__(self) -> str:
+        return f"<Executor {self._symbol!r} on {self._ctx}>"
+
+
+def _typing_from(symbol, shapes: dict, dtypes: dict) -> Typing:
+    return infer(symbol._graph, shapes, dtypes)
+
+
+def _default_dtypes(symbol, typing_dtypes: list, dtypes: dict) -> dict:
+    """MXNet binds undecided dtypes as float32."""
+    g = symbol._graph
+    out = dict(dtypes)
+    for n in g.variables():
+        if typing_dtypes[g.row_ptr[g.nid(n)]] is None and n.name not in out:
+            out[n.name] = np.dtype("float32")
+    return out
+
+
+def _typed(symbol, shapes: dict, dtypes: dict) -> Typing:
+    from ..passes.infer import infer_dtypes
+    g = symbol._graph
+    dt = infer_dtypes(g, dtypes)
+    if any(d is None for d in dt):
+        dt = infer_dtypes(g, _default_dtypes(symbol, dt, dtypes))
+    typing = Typing(g, __import__("aotexec.passes.infer", fromlist=["infer_shapes"]).infer_shapes(g, shapes), dt)
+    _check_complete(symbol, typing)
+    return typing
+
+
+def bind(symbol, ctx: Context | None, args, args_grad=None, grad_req="write", aux_states=None,
+         group2ctx=None, shared_exec=None, provider: ProgramProvider | None = None) -> Executor:
+    ctx = ctx or current_context()
+    arg_names, aux_names = symbol.list_arguments(), symbol.list_auxiliary_states()
+    arg_arrays = _arrays(args, arg_names, ctx, "args", required=True)
+    aux_arrays = _arrays(aux_states, aux_names, ctx, "aux_states", required=True)
+    shapes = {n: a.shape for n, a in {**arg_arrays, **aux_arrays}.items()}
+    dtypes = {n: np.dtype(a.dtype) for n, a in {**arg_arrays, **aux_arrays}.items()}
+    typing = _typed(symbol, shapes, dtypes)
+    reqs = _normalize_grad_req(grad_req, arg_names)
+    grads = _arrays(args_grad, arg_names, ctx, "args_grad", required=False)
+    for n in arg_names:
+        if grads[n] is None:
+            reqs[n] = "null"
+        elif grads[n].shape != arg_arrays[n].shape:
+            raise AotexecError(f"gradient array for '{n}' has shape {grads[n].shape}, argument has "
+                               f"{arg_arrays[n].shape}")
+    return Executor(symbol, ctx, typing, arg_arrays, grads, reqs, aux_arrays, provider or compile_provider())
+
+
+def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, group2ctx=None,
+                shared_arg_names=None, shared_exec=None, shared_buffer=None,
+                provider: ProgramProvider | None = None, **kwargs) -> Executor:
+    ctx = ctx or current_context()
+    inputs = set(symbol.list_inputs())
+    from ..util import shape_from_user
+    shapes = {k: shape_from_user(v) for k, v in kwargs.items() if k in inputs}
+    dtypes = {k: np.dtype(v) for k, v in (type_dict or {}).items() if k in inputs}
+    typing = _typed(symbol, shapes, dtypes)
+    g = typing.graph
+    arg_names = symbol.list_arguments()
+    reqs = _normalize_grad_req(grad_req, arg_names)
+
+    def alloc(n):
+        return nd_zeros(typing.node_shape(n), ctx=ctx, dtype=typing.node_dtype(n))
+
+    args = {n.name: alloc(n) for n in g.arguments()}
+    aux = {n.name: alloc(n) for n in g.aux_states()}
+    grads = {n.name: (alloc(n) if reqs[n.name] != "null" else None) for n in g.arguments()}
+    return Executor(symbol, ctx, typing, args, grads, reqs, aux, provider or compile_provider())

@@ -1,0 +1,85 @@
+"""A compiled program as the runtime sees it: a vmfb plus the signature of each
+entry point (which arrays go in, which come out).  Needs only iree.runtime, so
+artifacts run on edge installs without the compiler.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..base import AotexecError
+from .context import Context
+from .device import Device, LoadedModule
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """One compiled function: inputs are variable names, outputs are entry names."""
+    name: str
+    inputs: list[str]
+    input_shapes: list[list[int]]
+    input_dtypes: list[str]
+    outputs: list[str]
+    output_shapes: list[list[int]]
+    output_dtypes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "EntryPoint":
+        try:
+            return EntryPoint(**{k: d[k] for k in EntryPoint.__dataclass_fields__})
+        except (KeyError, TypeError) as e:
+            raise AotexecError(f"malformed entry point description: {e}") from None
+
+
+@dataclass
+class ProgramSpec:
+    """The entry points of one vmfb (keyed by function name)."""
+    entries: dict[str, EntryPoint] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v.to_json() for k, v in self.entries.items()}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "ProgramSpec":
+        return ProgramSpec({k: EntryPoint.from_json(v) for k, v in d.items()})
+
+
+_modules: dict[tuple[Context, str], LoadedModule] = {}
+_modules_lock = threading.Lock()
+
+
+class Program:
+    """A loaded vmfb with its entry-point signatures, on one device."""
+
+    def __init__(self, ctx: Context, vmfb: bytes, spec: ProgramSpec):
+        self.ctx = ctx
+        self.spec = spec
+        self.device = Device.get(ctx)
+        digest = hashlib.sha256(vmfb).hexdigest()
+        with _modules_lock:
+            mod = _modules.get((ctx, digest))
+            if mod is None:
+                mod = self.device.load_module(vmfb)
+                _modules[(ctx, digest)] = mod
+        self.module = mod
+
+    def entry(self, name: str) -> EntryPoint:
+        try:
+            return self.spec.entries[name]
+        except KeyError:
+            raise AotexecError(f"this program has no entry point '{name}'; it has "
+                               f"{', '.join(self.spec.entries)}") from None
+
+    def run(self, name: str, views: list) -> list:
+        return self.module.invoke(name, views)
+
+
+def dtype_name(d: Any) -> str:
+    return np.dtype(d).name
