@@ -16,3 +16,5 @@ __version__ = "0.1.0"
 from . import nd  # noqa: E402,F401
 from .runtime.context import Context, cpu, current_context, gpu, vulkan  # noqa: E402,F401
 from .runtime.executor import Executor  # noqa: E402,F401
+from .artifact import Artifact, compile, load  # noqa: E402,F401
+from . import random  # noqa: E402,F401

@@ -174,3 +174,211 @@ define("_ones", params=InitParam, inputs=[], infer_shape=_init_shape,
        infer_type=fixed_dtype(lambda p: p.dtype))
 alias("zeros", "_zeros")
 alias("ones", "_ones")
+
+
+# ---------------------------------------------------------------- lowering rules
+import math  # noqa: E402
+
+from ..base import AotexecError  # noqa: E402
+from .registry import OPS, lowers  # noqa: E402
+
+
+def _bool_op(b, name, p, q):
+    """and / or / xor of two i1 tensors."""
+    return b.op(f"stablehlo.{name}", [p, q], p.shape, "bool")
+
+
+def _chlo(b, name, x):
+    """CHLO math (asin, erf, lgamma...): IREE's input pipeline legalizes it on every target."""
+    return b.op(f"chlo.{name}", [x], x.shape, x.dtype)
+
+
+def _nonzero(b, x):
+    return b.compare(x, 0.0, "NE")
+
+
+def _as(b, pred, like):
+    """i1 -> 0/1 in ``like``'s dtype (MXNet comparisons keep the input dtype)."""
+    return b.convert(pred, like.dtype)
+
+
+def _mod(b, x, y):
+    """MXNet/numpy mod: the result takes the divisor's sign; x mod 0 = 0."""
+    r = b.rem(x, y)
+    fix = _bool_op(b, "and", _nonzero(b, r), _bool_op(b, "xor", b.compare(r, 0.0, "LT"), b.compare(y, 0.0, "LT")))
+    r = b.select(fix, b.add(r, y), r)
+    return b.select(b.compare(y, 0.0, "EQ"), b.full_like(x, 0.0), r)
+
+
+def _gamma(b, x):
+    # |Gamma| = exp(lgamma); negative for x < 0 with odd floor(x)
+    g = b.exp(_chlo(b, "lgamma", x))
+    fl = b.unary("floor", x)
+    odd = b.compare(b.rem(fl, 2.0), 0.0, "NE")
+    neg = _bool_op(b, "and", b.compare(x, 0.0, "LT"), odd)
+    return b.select(neg, b.neg(g), g)
+
+
+def _trunc(b, x):
+    return b.select(b.compare(x, 0.0, "LT"), b.unary("ceil", x), b.unary("floor", x))
+
+
+UNARY_LOWER = {
+    "relu": lambda b, x: b.max(x, 0.0),
+    "sigmoid": lambda b, x: b.logistic(x),
+    "tanh": lambda b, x: b.tanh(x),
+    "softsign": lambda b, x: b.div(x, b.add(b.abs(x), 1.0)),
+    "exp": lambda b, x: b.exp(x),
+    "log": lambda b, x: b.log(x),
+    "log2": lambda b, x: b.mul(b.log(x), 1.0 / math.log(2.0)),
+    "log10": lambda b, x: b.mul(b.log(x), 1.0 / math.log(10.0)),
+    "log1p": lambda b, x: b.unary("log_plus_one", x),
+    "expm1": lambda b, x: b.unary("exponential_minus_one", x),
+    "sqrt": lambda b, x: b.sqrt(x),
+    "rsqrt": lambda b, x: b.rsqrt(x),
+    "cbrt": lambda b, x: b.unary("cbrt", x),
+    "square": lambda b, x: b.mul(x, x),
+    "abs": lambda b, x: b.abs(x),
+    "sign": lambda b, x: b.unary("sign", x),
+    "sin": lambda b, x: b.unary("sine", x),
+    "cos": lambda b, x: b.unary("cosine", x),
+    "tan": lambda b, x: b.unary("tan", x),
+    "arcsin": lambda b, x: _chlo(b, "asin", x),
+    "arccos": lambda b, x: _chlo(b, "acos", x),
+    "arctan": lambda b, x: _chlo(b, "atan", x),
+    "sinh": lambda b, x: _chlo(b, "sinh", x),
+    "cosh": lambda b, x: _chlo(b, "cosh", x),
+    "arcsinh": lambda b, x: _chlo(b, "asinh", x),
+    "arccosh": lambda b, x: _chlo(b, "acosh", x),
+    "arctanh": lambda b, x: _chlo(b, "atanh", x),
+    "negative": lambda b, x: b.neg(x),
+    "reciprocal": lambda b, x: b.div(1.0, x),
+    "floor": lambda b, x: b.unary("floor", x),
+    "ceil": lambda b, x: b.unary("ceil", x),
+    "round": lambda b, x: b.unary("round_nearest_afz", x),
+    "rint": lambda b, x: b.unary("round_nearest_even", x),
+    "trunc": _trunc,
+    "fix": _trunc,
+    "erf": lambda b, x: _chlo(b, "erf", x),
+    "gamma": _gamma,
+    "gammaln": lambda b, x: _chlo(b, "lgamma", x),
+    "degrees": lambda b, x: b.mul(x, 180.0 / math.pi),
+    "radians": lambda b, x: b.mul(x, math.pi / 180.0),
+    "logical_not": lambda b, x: _as(b, b.compare(x, 0.0, "EQ"), x),
+}
+assert UNARY_LOWER.keys() == UNARY.keys()
+
+
+def _unary_rule(fn):
+    return lambda ctx, p, x: fn(ctx.b, x)
+
+
+for _name, _fn in UNARY_LOWER.items():
+    lowers(OPS[_name])(_unary_rule(_fn))
+
+# short binary name -> fn(b, x, y); shared by the same-shape, broadcast and scalar forms
+BINOPS = {
+    "add": lambda b, x, y: b.add(x, y),
+    "sub": lambda b, x, y: b.sub(x, y),
+    "mul": lambda b, x, y: b.mul(x, y),
+    "div": lambda b, x, y: b.div(x, y),
+    "mod": _mod,
+    "power": lambda b, x, y: b.pow(x, y),
+    "maximum": lambda b, x, y: b.max(x, y),
+    "minimum": lambda b, x, y: b.min(x, y),
+    "hypot": lambda b, x, y: b.sqrt(b.add(b.mul(x, x), b.mul(y, y))),
+    "equal": lambda b, x, y: _as(b, b.compare(x, y, "EQ"), x),
+    "not_equal": lambda b, x, y: _as(b, b.compare(x, y, "NE"), x),
+    "greater": lambda b, x, y: _as(b, b.compare(x, y, "GT"), x),
+    "greater_equal": lambda b, x, y: _as(b, b.compare(x, y, "GE"), x),
+    "lesser": lambda b, x, y: _as(b, b.compare(x, y, "LT"), x),
+    "lesser_equal": lambda b, x, y: _as(b, b.compare(x, y, "LE"), x),
+    "logical_and": lambda b, x, y: _as(b, _bool_op(b, "and", _nonzero(b, x), _nonzero(b, y)), x),
+    "logical_or": lambda b, x, y: _as(b, _bool_op(b, "or", _nonzero(b, x), _nonzero(b, y)), x),
+}
+_SHORT = {"elemwise_add": "add", "elemwise_sub": "sub", "elemwise_mul": "mul", "elemwise_div": "div",
+          "broadcast_add": "add", "broadcast_sub": "sub", "broadcast_mul": "mul", "broadcast_div": "div"}
+
+
+def _short(name: str) -> str:
+    return _SHORT.get(name) or name.removeprefix("broadcast_").strip("_")
+
+
+def _binary_rule(fn):
+    return lambda ctx, p, x, y: fn(ctx.b, x, y)
+
+
+def _broadcast_rule(fn):
+    def rule(ctx, p, x, y):
+        shape = ctx.out_shapes[0]
+        return fn(ctx.b, ctx.b.broadcast_to(x, shape), ctx.b.broadcast_to(y, shape))
+    return rule
+
+
+def _scalar_rule(fn, reverse: bool):
+    def rule(ctx, p, x):
+        c = ctx.b.full_like(x, p.scalar)
+        return fn(ctx.b, c, x) if reverse else fn(ctx.b, x, c)
+    return rule
+
+
+for _name in BINARY:
+    lowers(OPS[_name])(_binary_rule(BINOPS[_short(_name)]))
+for _name in BROADCAST:
+    lowers(OPS[_name])(_broadcast_rule(BINOPS[_short(_name)]))
+for _name in SCALAR:
+    _base = _name.removesuffix("_scalar").strip("_")
+    _rev = _base.startswith("r") and _base[1:] in ("minus", "div", "mod", "power")
+    _base = {"plus": "add", "minus": "sub"}.get(_base[1:] if _rev else _base, _base[1:] if _rev else _base)
+    lowers(OPS[_name])(_scalar_rule(BINOPS[_base], _rev))
+
+
+@lowers(OPS["_copy"], OPS["BlockGrad"])
+def _identity_lower(ctx, p, x):
+    return x
+
+
+@lowers(OPS["zeros_like"])
+def _zeros_like_lower(ctx, p, x):
+    return ctx.b.full_like(x, 0.0)
+
+
+@lowers(OPS["ones_like"])
+def _ones_like_lower(ctx, p, x):
+    return ctx.b.full_like(x, 1.0)
+
+
+@lowers(OPS["clip"])
+def _clip_lower(ctx, p: ClipParam, x):
+    return ctx.b.clamp(p.a_min, x, p.a_max)
+
+
+@lowers(OPS["Cast"])
+def _cast_lower(ctx, p: CastParam, x):
+    return ctx.b.convert(x, p.dtype)
+
+
+@lowers(OPS["add_n"])
+def _add_n_lower(ctx, p, *xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = ctx.b.add(out, x)
+    return out
+
+
+@lowers(OPS["where"])
+def _where_lower(ctx, p, cond, x, y):
+    b = ctx.b
+    pred = _nonzero(b, cond)
+    if pred.shape != x.shape:  # 1-D cond picks whole rows (MXNet allows cond of shape (x.shape[0],))
+        if pred.shape != x.shape[:1]:
+            raise AotexecError(f"where: condition shape {cond.shape} must equal {x.shape} or ({x.shape[0]},)")
+        pred = b.broadcast_in_dim(pred, x.shape, [0])
+    return b.select(pred, x, y)
+
+
+@lowers(OPS["_zeros"], OPS["_ones"])
+def _init_lower(ctx, p: InitParam, *_):
+    b, shape, dtype = ctx.b, ctx.out_shapes[0], ctx.out_dtypes[0]
+    c = b.constant(1.0 if ctx.node.op.name == "_ones" else 0.0, (), dtype)
+    return b.broadcast_in_dim(c, shape, ()) if shape else c

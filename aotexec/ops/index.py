@@ -110,3 +110,81 @@ def _batch_take_shape(p, a, idx):
 
 define("batch_take", inputs=["a", "indices"], no_grad_inputs=("indices",),
        infer_shape=_batch_take_shape, infer_type=dtype_of_first)
+
+
+# ---------------------------------------------------------------- lowering rules
+from .registry import OPS, lowers  # noqa: E402
+from .rules import prod  # noqa: E402
+
+
+def _reverse_axes(b, x):
+    return b.transpose(x, list(reversed(range(x.ndim))))
+
+
+@lowers(OPS["dot"])
+def _dot_lower(ctx, p: DotParam, a, c):
+    # MXNet's transpose of an N-D operand reverses all its axes; then last of a . first of c
+    b = ctx.b
+    a = _reverse_axes(b, a) if p.transpose_a else a
+    c = _reverse_axes(b, c) if p.transpose_b else c
+    return b.reshape(b.dot_general(a, c, contract=([a.ndim - 1], [0])), ctx.out_shapes[0])
+
+
+@lowers(OPS["batch_dot"])
+def _batch_dot_lower(ctx, p: DotParam, a, c):
+    contract = ([1 if p.transpose_a else 2], [2 if p.transpose_b else 1])
+    return ctx.b.dot_general(a, c, contract=contract, batch=([0], [0]))  # free dims: (m, n)
+
+
+def _int_index(b, idx, n: int, mode: str):
+    """Float ids -> in-range int32 (C cast truncates like MXNet; 'wrap' is a python-style mod)."""
+    i = b.convert(idx, "int32")
+    if mode == "wrap":
+        r = b.rem(i, n)
+        return b.select(b.compare(r, 0, "LT"), b.add(r, n), r)
+    return b.clamp(0, i, n - 1)  # 'clip'; 'raise' cannot raise inside a compiled program
+
+
+@lowers(OPS["take"])
+def _take_lower(ctx, p: TakeParam, a, idx):
+    ax = norm_axis(p.axis, a.ndim)
+    return ctx.b.gather_rows(a, _int_index(ctx.b, idx, a.shape[ax], p.mode), ax)
+
+
+def _pick_along(b, x, idx, ax: int):
+    """x[..., idx[...], ...] along ``ax`` (idx shaped like x without ``ax``): mask + sum."""
+    keep = [i for i in range(x.ndim) if i != ax]
+    hit = b.compare(b.iota(x.shape, ax, "int32"), b.broadcast_in_dim(idx, x.shape, keep), "EQ")
+    return b.reduce(b.select(hit, x, b.full_like(x, 0.0)), [ax])
+
+
+@lowers(OPS["pick"])
+def _pick_lower(ctx, p: PickParam, x, idx):
+    b = ctx.b
+    if p.axis is None:  # pick from the flattened input
+        x, ax = b.reshape(x, (prod(x.shape),)), 0
+    else:
+        ax = norm_axis(p.axis, x.ndim)
+    idx = b.reshape(idx, tuple(d for i, d in enumerate(x.shape) if i != ax))
+    return b.reshape(_pick_along(b, x, _int_index(b, idx, x.shape[ax], p.mode), ax), ctx.out_shapes[0])
+
+
+@lowers(OPS["batch_take"])
+def _batch_take_lower(ctx, p, a, idx):
+    # out[i] = a.flat[i * M + clip(idx[i])], M = a.size / idx.size
+    b = ctx.b
+    n = int(prod(idx.shape))
+    a = b.reshape(a, (n, int(prod(a.shape)) // n))
+    i = _int_index(b, b.reshape(idx, (n,)), a.shape[1], "clip")
+    return b.reshape(_pick_along(b, a, i, 1), ctx.out_shapes[0])
+
+
+@lowers(OPS["one_hot"])
+def _one_hot_lower(ctx, p: OneHotParam, idx):
+    b = ctx.b
+    shape, dtype = ctx.out_shapes[0], ctx.out_dtypes[0]
+    i = b.convert(idx, "int32")  # out-of-range ids match no column: an all-off row
+    hit = b.compare(b.iota(shape, idx.ndim, "int32"), b.broadcast_in_dim(i, shape, range(idx.ndim)), "EQ")
+    on, off = (b.full_like(hit, v, dtype=dtype) for v in (p.on_value, p.off_value))
+    return b.select(hit, on, off)
+

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from .registry import define
+from .registry import OPS, define
 from .rules import known, merge, prod, same_dtype, same_shape
 
 
@@ -145,3 +145,13 @@ def _softmax_output_lower(ctx, p: SoftmaxOutputParam, x, label):
         return softmax_values(b, x, x.ndim - 1)
     flat = b.reshape(x, (x.shape[0], prod(x.shape[1:])))
     return b.reshape(softmax_values(b, flat, 1), x.shape)
+
+
+@lowers(OPS["LinearRegressionOutput"], OPS["MAERegressionOutput"], MakeLoss, make_loss)
+def _identity_loss_lower(ctx, p, x, label=None):
+    return x   # forward is the identity; the loss lives in the gradient
+
+
+@lowers(OPS["LogisticRegressionOutput"])
+def _logistic_regression_lower(ctx, p: RegressionOutputParam, x, label):
+    return ctx.b.logistic(x)

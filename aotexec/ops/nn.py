@@ -10,6 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+import numpy as np
+
+from ..base import AotexecError
 from .params import Shape
 from .registry import define
 from .rules import (dtype_of_first, first_input_shape, forward, known, merge, prod,
@@ -357,7 +360,6 @@ def _embedding_shape(p: EmbeddingParam, ins, outs):
 
 
 def _embedding_type(p: EmbeddingParam, ins, outs):
-    import numpy as np
     t = np.dtype(p.dtype)
     return [ins[0] if ins[0] is not None else t, t], [t]
 
@@ -403,3 +405,227 @@ def activation(b, act_type: str, x):
 @lowers(Activation)
 def _activation_lower(ctx, p: ActivationParam, x):
     return activation(ctx.b, p.act_type, x)
+
+
+# --- Convolution / Deconvolution lowering ---
+def _conv_spec(nd: int) -> str:
+    sp = ", ".join(str(i) for i in range(nd))
+    return f"[b, f, {sp}]x[o, i, {sp}]->[b, f, {sp}]"
+
+
+def _add_channel_bias(b, y, bias):
+    return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [1]))
+
+
+def _convolve(b, x, w, out_shape, stride, pads, lhs_dilation, rhs_dilation, groups):
+    """stablehlo.convolution; negative pads (crops) become a slice of a non-negative one."""
+    nd = x.ndim - 2
+    pos = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    if pos == list(pads):
+        return b.convolution(x, w, out_shape, stride, pads, lhs_dilation, rhs_dilation, groups, _conv_spec(nd))
+    full = list(out_shape[:2])
+    for i, (lo, hi) in enumerate(pads):
+        full.append(out_shape[2 + i] + max(-lo, 0) + max(-hi, 0))  # only unit stride reaches here
+    y = b.convolution(x, w, full, stride, pos, lhs_dilation, rhs_dilation, groups, _conv_spec(nd))
+    start = [0, 0] + [max(-lo, 0) for lo, _ in pads]
+    return b.slice(y, start, [s + o for s, o in zip(start, out_shape)])
+
+
+@lowers(Convolution)
+def _conv_lower(ctx, p: ConvolutionParam, x, w, bias=None):
+    nd = len(p.kernel)
+    pads = [(q, q) for q in p.spatial("pad", 0)]
+    y = _convolve(ctx.b, x, w, ctx.out_shapes[0], p.spatial("stride", 1), pads, (1,) * nd,
+                  p.spatial("dilate", 1), p.num_group)
+    return _add_channel_bias(ctx.b, y, bias)
+
+
+def transposed_conv(b, x, w, out_shape, kernel, stride, dilate, pad, groups: int):
+    """MXNet Deconvolution: weight (C_in, C_out/g, k...) -> a stride-dilated input convolved
+    with the spatially flipped kernel, in/out channels swapped within each group."""
+    nd = len(kernel)
+    cin, cout = x.shape[1], out_shape[1]
+    sp = tuple(range(3, 3 + nd))
+    w = b.reshape(w, (groups, cin // groups, cout // groups) + tuple(kernel))
+    w = b.reshape(b.transpose(w, (0, 2, 1) + sp), (cout, cin // groups) + tuple(kernel))
+    w = b.reverse(w, list(range(2, 2 + nd)))
+    pads = []
+    for xi, oi, k, s, d, q in zip(x.shape[2:], out_shape[2:], kernel, stride, dilate, pad):
+        lo = d * (k - 1) - q
+        pads.append((lo, oi - s * (xi - 1) - 1 + q))   # high side absorbs adj / target_shape
+    return _convolve(b, x, w, out_shape, (1,) * nd, pads, stride, dilate, groups)
+
+
+def _deconv_pad(p: DeconvolutionParam, in_sp) -> tuple[int, ...]:
+    """DeconvolutionParam::InferPad: target_shape overrides pad (adj follows from out shape)."""
+    if p.target_shape and any(p.target_shape):
+        stride, dilate = p.spatial("stride", 1), p.spatial("dilate", 1)
+        return tuple((s * (x - 1) + d * (k - 1) + 1 - t + 1) // 2
+                     for x, k, s, d, t in zip(in_sp, p.kernel, stride, dilate, p.target_shape))
+    return p.spatial("pad", 0)
+
+
+@lowers(Deconvolution)
+def _deconv_lower(ctx, p: DeconvolutionParam, x, w, bias=None):
+    y = transposed_conv(ctx.b, x, w, ctx.out_shapes[0], p.kernel, p.spatial("stride", 1),
+                        p.spatial("dilate", 1), _deconv_pad(p, x.shape[2:]), p.num_group)
+    return _add_channel_bias(ctx.b, y, bias)
+
+
+# --- Pooling lowering ---
+def _pool_counts(x: int, out: int, k: int, s: int, q: int, include_pad: bool):
+    """Divisor of avg pooling per output position along one axis, as MXNet's pool.h: the window
+    clipped to [-pad, x+pad) (or to [0, x) without count_include_pad)."""
+    counts = []
+    for o in range(out):
+        start = o * s - q
+        end = min(start + k, x + q)
+        counts.append(end - start if include_pad else min(end, x) - max(start, 0))
+    return counts
+
+
+@lowers(Pooling)
+def _pool_lower(ctx, p: PoolingParam, x):
+    b = ctx.b
+    if p.pooling_convention == "same" and not p.global_pool:
+        raise AotexecError(f"Pooling with pooling_convention='same' is not lowered yet (node '{ctx.node.name}')")
+    out = ctx.out_shapes[0]
+    kernel, stride, pad = p.window(x.shape)
+    window, strides = (1, 1) + tuple(kernel), (1, 1) + tuple(stride)
+    # high padding: `pad`, plus what the full convention's last window overhangs
+    pads = [(0, 0), (0, 0)] + [(q, max((o - 1) * s + k - xi - q, 0))
+                               for xi, o, k, s, q in zip(x.shape[2:], out[2:], kernel, stride, pad)]
+    if p.pool_type == "max":
+        return [b.reduce_window(x, "max", window, strides, pads, out), None]
+    if p.pool_type == "lp":
+        pv = p.p_value
+        xp = x if pv == 1 else (b.mul(x, x) if pv == 2 else b.pow(x, float(pv)))
+        y = b.reduce_window(xp, "add", window, strides, pads, out)
+        return y if pv == 1 else (b.sqrt(y) if pv == 2 else b.pow(y, 1.0 / pv))
+    y = b.reduce_window(x, "add", window, strides, pads, out)
+    if p.pool_type == "sum":
+        return y
+    include_pad = p.count_include_pad is None or p.count_include_pad
+    per_axis = [_pool_counts(xi, o, k, s, q, include_pad)
+                for xi, o, k, s, q in zip(x.shape[2:], out[2:], kernel, stride, pad)]
+    if all(c == per_axis[i][0] for i, cs in enumerate(per_axis) for c in cs):
+        return b.div(y, float(prod(cs[0] for cs in per_axis)))
+    div = None
+    for i, cs in enumerate(per_axis):
+        c = b.broadcast_in_dim(b.constant(np.asarray(cs, dtype=x.dtype), (len(cs),), x.dtype), out, [2 + i])
+        div = c if div is None else b.mul(div, c)
+    return b.div(y, div)
+
+
+# --- LeakyReLU lowering ---
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_LAMBDA = 1.0507009873554804934193349852946
+
+
+@lowers(LeakyReLU)
+def _leaky_relu_lower(ctx, p: LeakyReLUParam, x, gamma=None):
+    b = ctx.b
+    t = p.act_type
+    if t == "gelu":  # erf form, as MXNet's mshadow_op::gelu
+        return b.mul(b.mul(x, 0.5), b.add(b.op("chlo.erf", [b.mul(x, 1 / math.sqrt(2))], x.shape), 1.0))
+    expm1 = lambda v: b.unary("exponential_minus_one", v)  # noqa: E731
+    if t == "leaky":
+        neg = b.mul(x, p.slope)
+    elif t == "rrelu":
+        if ctx.is_train:
+            raise AotexecError(f"LeakyReLU rrelu in training mode samples random slopes; it is not lowered yet "
+                               f"(node '{ctx.node.name}')")
+        neg = b.mul(x, (p.lower_bound + p.upper_bound) / 2)
+    elif t == "prelu":
+        g = b.reshape(gamma, ()) if gamma.shape == (1,) else gamma
+        neg = b.mul(x, b.broadcast_in_dim(g, x.shape, [] if g.ndim == 0 else [1]))
+    elif t == "elu":
+        neg = b.mul(expm1(x), p.slope)
+    elif t == "selu":
+        neg = b.mul(expm1(x), _SELU_ALPHA)
+    else:
+        raise ValueError(f"unknown act_type {t}")
+    y = b.select(b.compare(x, 0.0, "GT"), x, neg)
+    if t == "selu":
+        y = b.mul(y, _SELU_LAMBDA)
+    return [y, None] if t == "rrelu" else y
+
+
+# --- BatchNorm lowering ---
+@lowers(BatchNorm)
+def _batch_norm_lower(ctx, p: BatchNormParam, x, gamma, beta, moving_mean, moving_var):
+    """Outputs [out, mean, inv_std]: MXNet 1.9.1 (native and oneDNN) writes 1/sqrt(var + eps)
+    to the 'var' output, batch stats in training, moving stats otherwise."""
+    b = ctx.b
+    axis = p.axis % x.ndim
+    others = [i for i in range(x.ndim) if i != axis]
+    bc = lambda v: b.broadcast_in_dim(v, x.shape, [axis])  # noqa: E731
+    if ctx.is_train and not p.use_global_stats:
+        n = float(prod(x.shape[i] for i in others))
+        mean = b.div(b.reduce(x, others), n)
+        xc = b.sub(x, bc(mean))
+        var = b.div(b.reduce(b.mul(xc, xc), others), n)   # biased
+    else:
+        mean, var = moving_mean, moving_var
+        xc = b.sub(x, bc(mean))
+    inv_std = b.rsqrt(b.add(var, p.eps))
+    scale = inv_std if p.fix_gamma else b.mul(inv_std, gamma)
+    return [b.add(b.mul(xc, bc(scale)), bc(beta)), mean, inv_std]
+
+
+# --- Dropout / LRN / UpSampling lowering ---
+@lowers(Dropout)
+def _dropout_lower(ctx, p: DropoutParam, x):
+    if (ctx.is_train or p.mode == "always") and p.p > 0:
+        raise AotexecError(f"Dropout with p>0 in training mode is not lowered yet (node '{ctx.node.name}')")
+    return [x, None]
+
+
+@lowers(LRN)
+def _lrn_lower(ctx, p: LRNParam, x):
+    """out = x * (knorm + alpha/nsize * sum of x^2 over nsize channels around c)^-beta."""
+    b = ctx.b
+    n = p.nsize
+    window = (1, n) + (1,) * (x.ndim - 2)
+    pads = [(0, 0), (n // 2, n - 1 - n // 2)] + [(0, 0)] * (x.ndim - 2)
+    s = b.reduce_window(b.mul(x, x), "add", window, (1,) * x.ndim, pads, x.shape)
+    norm = b.add(b.mul(s, p.alpha / n), p.knorm)
+    return [b.mul(x, b.pow(norm, -p.beta)), None]
+
+
+def _upsample_nearest(b, x, s: int):
+    n, c, h, w = x.shape
+    y = b.broadcast_in_dim(x, (n, c, h, s, w, s), [0, 1, 2, 4])
+    return b.reshape(y, (n, c, h * s, w * s))
+
+
+@lowers(UpSampling)
+def _upsampling_lower(ctx, p: UpSamplingParam, *xs):
+    b = ctx.b
+    out = ctx.out_shapes[0]
+    if p.sample_type == "bilinear":  # MXNet: a grouped Deconvolution with the given weight
+        x, w = xs
+        k, s = 2 * p.scale - p.scale % 2, p.scale
+        q = int(math.ceil((p.scale - 1) / 2))
+        return transposed_conv(b, x, w, out, (k, k), (s, s), (1, 1), (q, q), x.shape[1])
+    # each input is scaled to the output size (scale_i = out_h / h_i)
+    ups = [_upsample_nearest(b, x, out[2] // x.shape[2]) for x in xs]
+    if p.multi_input_mode == "sum":
+        y = ups[0]
+        for u in ups[1:]:
+            y = b.add(y, u)
+        return y
+    return b.concatenate(ups, 1)
+
+
+# --- Embedding lowering ---
+@lowers(Embedding)
+def _embedding_lower(ctx, p: EmbeddingParam, ids, w):
+    """Ids arrive as float: clip to [0, input_dim-1] (MXNet's take clip mode), then gather rows."""
+    b = ctx.b
+    if ids.dtype.kind == "f":
+        ids = b.clamp(0.0, ids, float(p.input_dim - 1))
+        idx = b.convert(ids, "int32")
+    else:
+        idx = b.clamp(0, b.convert(ids, "int32"), p.input_dim - 1)
+    return b.gather_rows(w, idx, 0)

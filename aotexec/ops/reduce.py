@@ -86,3 +86,67 @@ def _arg_shape(p: ArgReduceParam, data):
 
 for _name in ("argmax", "argmin"):
     define(_name, params=ArgReduceParam, infer_shape=_arg_shape, infer_type=same_dtype)
+
+
+# ---------------------------------------------------------------- lowering rules
+from .registry import OPS, lowers  # noqa: E402
+from .rules import prod  # noqa: E402
+
+
+def _drop_nan(b, x, fill: float):
+    return b.select(b.compare(x, x, "NE"), b.full_like(x, fill), x)
+
+
+# op -> (pre-map of the input, reduction kind)
+REDUCE_LOWER = {
+    "sum": (None, "add"),
+    "mean": (None, "add"),
+    "max": (None, "max"),
+    "min": (None, "min"),
+    "prod": (None, "mul"),
+    "nansum": (lambda b, x: _drop_nan(b, x, 0.0), "add"),
+    "nanprod": (lambda b, x: _drop_nan(b, x, 1.0), "mul"),
+}
+assert REDUCE_LOWER.keys() == REDUCE.keys()
+
+
+def _reduce_rule(pre, kind: str, mean: bool):
+    def rule(ctx, p: ReduceParam, x):
+        b = ctx.b
+        axes = p.axes(x.ndim)
+        y = b.reduce(pre(b, x) if pre else x, axes, kind)
+        if mean:
+            y = b.div(y, float(prod([x.shape[a] for a in axes])))
+        return b.reshape(y, ctx.out_shapes[0])  # keepdims / the (1,) of a full reduction
+    return rule
+
+
+for _name, (_pre, _kind) in REDUCE_LOWER.items():
+    lowers(OPS[_name])(_reduce_rule(_pre, _kind, _name == "mean"))
+
+
+@lowers(OPS["norm"])
+def _norm_lower(ctx, p: NormParam, x):
+    b = ctx.b
+    axes = p.axes(x.ndim)
+    y = b.reduce(b.abs(x), axes) if p.ord == 1 else b.sqrt(b.reduce(b.mul(x, x), axes))
+    return b.reshape(y, ctx.out_shapes[0])
+
+
+def _arg_rule(kind: str):
+    def rule(ctx, p: ArgReduceParam, x):
+        """Index of the first extreme value, as a float (MXNet): min index among the ties."""
+        b = ctx.b
+        if p.axis is None:
+            x, ax = b.reshape(x, (prod(x.shape),)), 0
+        else:
+            ax = norm_axis(p.axis, x.ndim)
+        best = b.broadcast_in_dim(b.reduce(x, [ax], kind), x.shape, [i for i in range(x.ndim) if i != ax])
+        idx = b.iota(x.shape, ax, "int32")
+        cand = b.select(b.compare(x, best, "EQ"), idx, b.full_like(idx, x.shape[ax]))
+        return b.reshape(b.convert(b.reduce(cand, [ax], "min"), x.dtype), ctx.out_shapes[0])
+    return rule
+
+
+lowers(OPS["argmax"])(_arg_rule("max"))
+lowers(OPS["argmin"])(_arg_rule("min"))

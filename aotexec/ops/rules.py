@@ -24,8 +24,11 @@ def merge(a: ShapeT, b: ShapeT) -> ShapeT:
         return b
     if b is None:
         return a
+    def conflict() -> ValueError:
+        return ValueError("Shape inconsistent, Provided = [" + ",".join(map(str, a)) + "], inferred shape=("
+                          + ",".join(map(str, b)) + ")")
     if len(a) != len(b):
-        raise ValueError
+        raise conflict()
     out = []
     for x, y in zip(a, b):
         if x < 0:
@@ -33,7 +36,7 @@ def merge(a: ShapeT, b: ShapeT) -> ShapeT:
         elif y < 0 or x == y:
             out.append(x)
         else:
-            raise ValueError
+            raise conflict()
     return tuple(out)
 
 

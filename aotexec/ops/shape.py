@@ -396,3 +396,118 @@ def _swapaxis_shape(p: SwapAxisParam, data):
 
 
 define("SwapAxis", "swapaxes", params=SwapAxisParam, infer_shape=_swapaxis_shape, infer_type=same_dtype)
+
+
+# ---------------------------------------------------------------- lowering rules
+from .registry import OPS, lowers  # noqa: E402
+
+
+@lowers(OPS["Flatten"], OPS["Reshape"], OPS["expand_dims"], OPS["squeeze"], OPS["reshape_like"])
+def _reshape_lower(ctx, p, x, *like):
+    # the shape rule already resolved MXNet's special codes
+    return ctx.b.reshape(x, ctx.out_shapes[0])
+
+
+@lowers(OPS["transpose"])
+def _transpose_lower(ctx, p: TransposeParam, x):
+    perm = [norm_axis(a, x.ndim) for a in p.axes] if p.axes else list(reversed(range(x.ndim)))
+    return ctx.b.transpose(x, perm)
+
+
+@lowers(OPS["SwapAxis"])
+def _swapaxis_lower(ctx, p: SwapAxisParam, x):
+    perm = list(range(x.ndim))
+    a, c = norm_axis(p.dim1, x.ndim), norm_axis(p.dim2, x.ndim)
+    perm[a], perm[c] = perm[c], perm[a]
+    return ctx.b.transpose(x, perm)
+
+
+@lowers(OPS["Concat"])
+def _concat_lower(ctx, p: ConcatParam, *xs):
+    return ctx.b.concatenate(xs, norm_axis(p.dim, xs[0].ndim))
+
+
+def _slice_axis(b, x, axis: int, begin: int, end: int):
+    start, limit = [0] * x.ndim, list(x.shape)
+    start[axis], limit[axis] = begin, end
+    return b.slice(x, start, limit)
+
+
+def _split(ctx, x, axis: int, bounds):
+    b = ctx.b
+    return [b.reshape(_slice_axis(b, x, axis, lo, hi), s) for (lo, hi), s in zip(bounds, ctx.out_shapes)]
+
+
+@lowers(OPS["SliceChannel"])
+def _slice_channel_lower(ctx, p: SliceChannelParam, x):
+    ax = norm_axis(p.axis, x.ndim)
+    step = x.shape[ax] // p.num_outputs
+    return _split(ctx, x, ax, [(i * step, (i + 1) * step) for i in range(p.num_outputs)])
+
+
+@lowers(OPS["_split_v2"])
+def _split_v2_lower(ctx, p: SplitV2Param, x):
+    ax = norm_axis(p.axis, x.ndim)
+    return _split(ctx, x, ax, p.bounds(x.shape[ax]))
+
+
+@lowers(OPS["slice"])
+def _slice_lower(ctx, p: SliceParam, x):
+    b = ctx.b
+    ranges = p.ranges(x.shape)
+    # a negative step walks the reversed axis forward: index j -> n - 1 - j
+    neg = [i for i, (_, _, s) in enumerate(ranges) if s < 0]
+    if neg:
+        x = b.reverse(x, neg)
+    start, limit, strides = [], [], []
+    for n, (lo, hi, s) in zip(x.shape, ranges):
+        count = len(range(lo, hi, s))
+        first = lo if s > 0 else n - 1 - lo
+        start.append(first if count else 0)
+        limit.append(first + (count - 1) * abs(s) + 1 if count else 0)
+        strides.append(abs(s))
+    return b.slice(x, start, limit, strides)
+
+
+@lowers(OPS["slice_axis"])
+def _slice_axis_lower(ctx, p: SliceAxisParam, x):
+    ax = norm_axis(p.axis, x.ndim)
+    lo, hi, _ = slice(p.begin, p.end).indices(x.shape[ax])
+    return _slice_axis(ctx.b, x, ax, lo, max(lo, hi))
+
+
+@lowers(OPS["stack"])
+def _stack_lower(ctx, p: StackParam, *xs):
+    ax = p.axis + xs[0].ndim + 1 if p.axis < 0 else p.axis
+    parts = [ctx.b.reshape(x, x.shape[:ax] + (1,) + x.shape[ax:]) for x in xs]
+    return ctx.b.concatenate(parts, ax)
+
+
+@lowers(OPS["tile"])
+def _tile_lower(ctx, p: TileParam, x):
+    b = ctx.b
+    nd = max(x.ndim, len(p.reps))
+    d = (1,) * (nd - x.ndim) + x.shape
+    r = (1,) * (nd - len(p.reps)) + tuple(p.reps)
+    # (d0, d1..) -> (r0, d0, r1, d1..) -> (r0*d0, r1*d1..)
+    x = b.reshape(x, d)
+    wide = b.broadcast_in_dim(x, [v for pair in zip(r, d) for v in pair], [2 * i + 1 for i in range(nd)])
+    return b.reshape(wide, ctx.out_shapes[0])
+
+
+@lowers(OPS["repeat"])
+def _repeat_lower(ctx, p: RepeatParam, x):
+    b = ctx.b
+    if p.axis is None:
+        x, ax = b.reshape(x, (prod(x.shape),)), 0
+    else:
+        ax = norm_axis(p.axis, x.ndim)
+    # (.., n, ..) -> (.., n, repeats, ..) -> (.., n*repeats, ..)
+    shape = x.shape[:ax + 1] + (p.repeats,) + x.shape[ax + 1:]
+    dims = [i if i <= ax else i + 1 for i in range(x.ndim)]
+    return b.reshape(b.broadcast_in_dim(x, shape, dims), ctx.out_shapes[0])
+
+
+@lowers(OPS["broadcast_to"], OPS["broadcast_axis"], OPS["broadcast_like"])
+def _broadcast_lower(ctx, p, x, *like):
+    return ctx.b.broadcast_to(x, ctx.out_shapes[0])

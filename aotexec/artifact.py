@@ -1,0 +1,261 @@
+"""The deployable artifact: ``artifacts/<name>/`` with manifest, symbol, vmfbs, params.
+
+Layout::
+
+    manifest.json      format version, versions, targets (file + sha256 + CPU record),
+                       entry points (argument/result names, shapes, dtypes)
+    symbol.json        the MXNet symbol
+    <target>.vmfb      one IREE module per target
+    params.npz         optional; numpy archive read with allow_pickle=False
+
+Writing needs the compiler (``ax.compile``); reading (``ax.load``) needs only
+numpy and iree.runtime.  Loading validates everything before running anything:
+missing files, hash mismatches, a newer format, an IREE runtime that differs from
+the compiler that built the modules, and a CPU lacking the code's features.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .base import AotexecError
+from .runtime.context import Context, current_context
+from .runtime.program import Program, ProgramSpec
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+TARGET_FILES = {"llvm-cpu": "llvm-cpu.vmfb", "vulkan-spirv": "vulkan-spirv.vmfb", "cuda": "cuda.vmfb"}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _iree_major_minor(v: str) -> str:
+    return ".".join(v.split("@")[0].split(".")[:2])
+
+
+def runtime_version() -> str:
+    from iree.runtime import version
+    return version.VERSION
+
+
+# ------------------------------------------------------------------ writing
+def compile(symbol, shapes: dict[str, Sequence[int]], *, dtypes: dict[str, Any] | None = None,
+            targets: Sequence[str] = ("llvm-cpu",), grad_req: str = "null", params: Any = None,
+            out: str | os.PathLike | None = None, cpu: str = "host", cuda_arch: str = "sm_80",
+            name: str | None = None, progress=None) -> "Artifact":
+    """Compile ``symbol`` at ``shapes`` for ``targets`` and write an artifact directory."""
+    from . import build
+    from .compiler import CompileOptions, compiler_version, resolve_cpu
+    from .runtime.executor import _typed
+    from .util import shape_from_user
+
+    if grad_req != "null":
+        raise AotexecError("artifacts hold inference entry points only for now (grad_req='null'); "
+                           "training entry points come with the backward pass")
+    inputs = set(symbol.list_inputs())
+    unknown = sorted(set(shapes) - inputs)
+    if unknown:
+        raise AotexecError(f"--shape names {unknown} are not inputs of the symbol; its inputs are "
+                           f"{symbol.list_inputs()}")
+    typing = _typed(symbol, {k: shape_from_user(v) for k, v in shapes.items()},
+                    {k: np.dtype(v) for k, v in (dtypes or {}).items()})
+    g = typing.graph
+    train_differs = any(n.op is not None and n.op.name in ("BatchNorm", "Dropout") for n in g.nodes)
+    modes = ["forward_infer"] + (["forward_train"] if train_differs else [])
+    name = name or (Path(out).name if out else "model")
+    out_dir = Path(out) if out else Path("artifacts") / name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest: dict[str, Any] = {
+        "format_version": FORMAT_VERSION, "name": name,
+        "aotexec_version": __import__("aotexec").__version__,
+        "iree_compiler_version": compiler_version(),
+        "symbol": "symbol.json", "targets": {}, "entry_points": None,
+        "arg_names": symbol.list_arguments(), "aux_names": symbol.list_auxiliary_states(),
+        "output_names": symbol.list_outputs(),
+        "shapes": {n.name: list(typing.node_shape(n)) for n in g.variables()},
+        "dtypes": {n.name: typing.node_dtype(n).name for n in g.variables()},
+        "params": None,
+    }
+    (out_dir / "symbol.json").write_text(symbol.tojson())
+    for target in targets:
+        if target not in TARGET_FILES:
+            raise AotexecError(f"unknown target {target!r}; choose from {', '.join(TARGET_FILES)}")
+        opts = CompileOptions(target=target, cpu=cpu, cuda_arch=cuda_arch)
+        if progress:
+            progress(f"compiling {target}" + (f" (cpu={cpu})" if target == "llvm-cpu" else ""))
+        vmfb, spec = build.compile_program(symbol, typing, modes, opts)
+        path = out_dir / TARGET_FILES[target]
+        path.write_bytes(vmfb)
+        rec: dict[str, Any] = {"file": path.name, "sha256": hashlib.sha256(vmfb).hexdigest(), "bytes": len(vmfb)}
+        if target == "llvm-cpu":
+            rec["cpu"] = resolve_cpu(opts)
+        if target == "cuda":
+            rec["cuda_arch"] = cuda_arch
+        manifest["targets"][target] = rec
+        manifest["entry_points"] = spec.to_json()
+    if params is not None:
+        arrays = _params_to_numpy(params, symbol)
+        path = out_dir / "params.npz"
+        np.savez(path, **arrays)
+        manifest["params"] = {"file": path.name, "sha256": _sha256(path), "names": sorted(arrays)}
+    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    return load(out_dir)
+
+
+def _params_to_numpy(params: Any, symbol) -> dict[str, np.ndarray]:
+    """Accept a dict of arrays (names, or MXNet's 'arg:'/'aux:' prefixes) or an .npz path."""
+    if isinstance(params, (str, os.PathLike)):
+        with np.load(params, allow_pickle=False) as f:
+            params = {k: f[k] for k in f.files}
+    args, aux = set(symbol.list_arguments()), set(symbol.list_auxiliary_states())
+    out = {}
+    for k, v in params.items():
+        key = k.split(":", 1)[1] if k.startswith(("arg:", "aux:")) else k
+        if key not in args and key not in aux:
+            raise AotexecError(f"parameter '{k}' is not an argument or aux state of the symbol")
+        out[("aux:" if key in aux else "arg:") + key] = np.asarray(v)
+    return out
+
+
+# ------------------------------------------------------------------ reading
+class Artifact:
+    """A loaded artifact: its symbol, parameters and one module per target."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], ctx: Context | None):
+        from .symbol import load_json
+        self.path = path
+        self.manifest = manifest
+        self.ctx = ctx
+        self.symbol = load_json((path / manifest["symbol"]).read_text())
+        self.spec = ProgramSpec.from_json(manifest["entry_points"])
+        self._programs: dict[Context, Program] = {}
+        self.arg_params: dict[str, np.ndarray] = {}
+        self.aux_params: dict[str, np.ndarray] = {}
+        if manifest.get("params"):
+            with np.load(path / manifest["params"]["file"], allow_pickle=False) as f:
+                for k in f.files:
+                    (self.aux_params if k.startswith("aux:") else self.arg_params)[k.split(":", 1)[1]] = f[k]
+
+    @property
+    def targets(self) -> list[str]:
+        return list(self.manifest["targets"])
+
+    @property
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {k: tuple(v) for k, v in self.manifest["shapes"].items()}
+
+    def program(self, ctx: Context) -> Program:
+        prog = self._programs.get(ctx)
+        if prog is None:
+            target = ctx.target
+            rec = self.manifest["targets"].get(target)
+            if rec is None:
+                raise AotexecError(f"artifact {self.path} has no module for {ctx} (target {target}); "
+                                   f"it was compiled for: {', '.join(self.targets)}")
+            if target == "llvm-cpu":
+                from .runtime.cpu_features import check_cpu_compatible
+                cpu = rec.get("cpu") or {}
+                check_cpu_compatible(cpu.get("features"), cpu.get("cpu") or "host",
+                                     host_cpu=cpu.get("host_cpu"), triple=cpu.get("triple"))
+            vmfb = (self.path / rec["file"]).read_bytes()
+            prog = self._programs[ctx] = Program(ctx, vmfb, self.spec)
+        return prog
+
+    def _provider(self, symbol, typing, modes, ctx):
+        g = typing.graph
+        have = self.shapes
+        want = {n.name: tuple(typing.node_shape(n)) for n in g.variables()}
+        if want != have:
+            diff = {k: v for k, v in want.items() if have.get(k) != v}
+            raise AotexecError(f"artifact {self.path} was compiled for shapes {have}; asked for {diff}. "
+                               "Recompile with aotexec compile --shape ... for the new shapes")
+        for m in modes:
+            if m not in self.spec.entries:
+                raise AotexecError(f"artifact {self.path} has no '{m}' entry point (it has "
+                                   f"{', '.join(self.spec.entries)})")
+        return self.program(ctx)
+
+    def simple_bind(self, ctx: Context | None = None, grad_req: str = "null", **shapes) -> Any:
+        """An Executor at the artifact's shapes, with its parameters loaded."""
+        from .runtime.executor import simple_bind
+        if grad_req != "null":
+            raise AotexecError("this artifact has inference entry points only; bind with grad_req='null'")
+        ctx = ctx or self.ctx or current_context()
+        self.program(ctx)
+        shapes = shapes or self.shapes
+        dtypes = {k: np.dtype(v) for k, v in self.manifest["dtypes"].items()}
+        ex = simple_bind(self.symbol, ctx, grad_req="null", type_dict=dtypes, provider=self._provider, **shapes)
+        ex.copy_params_from(self.arg_params, self.aux_params, allow_extra_params=True)
+        return ex
+
+    def bind(self, ctx: Context | None = None, args=None, args_grad=None, grad_req="null", aux_states=None,
+             **kwargs) -> Any:
+        from .runtime.executor import bind
+        if grad_req != "null" and args_grad is not None:
+            raise AotexecError("this artifact has inference entry points only; bind with grad_req='null'")
+        ctx = ctx or self.ctx or current_context()
+        return bind(self.symbol, ctx, args, args_grad=None, grad_req="null", aux_states=aux_states,
+                    provider=self._provider)
+
+    def __repr__(self) -> str:
+        return f"<Artifact {self.manifest.get('name')} at {self.path} targets={self.targets}>"
+
+
+def _fail(path: Path, what: str) -> AotexecError:
+    return AotexecError(f"invalid artifact {path}: {what}")
+
+
+def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
+    """Open and validate an artifact directory (runtime only; no compiler needed)."""
+    path = Path(path)
+    mpath = path / MANIFEST
+    if not mpath.is_file():
+        raise _fail(path, f"no {MANIFEST} (is this an aotexec artifact directory?)")
+    try:
+        manifest = json.loads(mpath.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise _fail(path, f"{MANIFEST} is not valid JSON ({e})") from None
+    if not isinstance(manifest, dict):
+        raise _fail(path, f"{MANIFEST} must be a JSON object")
+    fv = manifest.get("format_version")
+    if not isinstance(fv, int):
+        raise _fail(path, "manifest has no format_version")
+    if fv > FORMAT_VERSION:
+        raise _fail(path, f"format version {fv} is newer than this aotexec supports ({FORMAT_VERSION}); "
+                          "upgrade aotexec")
+    for key in ("symbol", "targets", "entry_points", "shapes", "dtypes"):
+        if key not in manifest:
+            raise _fail(path, f"manifest lacks '{key}'")
+    built = str(manifest.get("iree_compiler_version", ""))
+    if _iree_major_minor(built) != _iree_major_minor(runtime_version()):
+        raise _fail(path, f"its modules were built by IREE {built} but this runtime is IREE "
+                          f"{runtime_version()}; recompile the artifact or install iree-base-runtime=="
+                          f"{built.split('@')[0]}")
+    if not (path / manifest["symbol"]).is_file():
+        raise _fail(path, f"missing {manifest['symbol']}")
+    files = [(t, r) for t, r in manifest["targets"].items()]
+    if manifest.get("params"):
+        files.append(("params", manifest["params"]))
+    for what, rec in files:
+        f = path / rec["file"]
+        if not f.is_file():
+            raise _fail(path, f"missing {rec['file']} ({what})")
+        if _sha256(f) != rec["sha256"]:
+            raise _fail(path, f"{rec['file']} ({what}) does not match the sha256 in the manifest "
+                              "(corrupt or modified file); recompile the artifact")
+    try:
+        return Artifact(path, manifest, ctx)
+    except (KeyError, ValueError, TypeError) as e:
+        raise _fail(path, f"{type(e).__name__}: {e}") from None

@@ -1,0 +1,1 @@
+"""The ``aotexec`` command line (typer)."""

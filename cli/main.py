@@ -1,0 +1,172 @@
+"""``aotexec compile | inspect | run``: build, examine and execute artifacts.
+
+Bad input exits with code 2 and a one-line message (typer's convention);
+``--help`` works on every command.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable, List, Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Ahead-of-time compile MXNet symbol graphs with IREE, and run the artifacts.")
+
+
+def _fail(msg: str) -> None:
+    typer.echo(f"Error: {msg}", err=True)
+    raise typer.Exit(2)
+
+
+def _friendly(fn: Callable) -> Callable:
+    """Turn the library's errors into typer's exit code 2 with one line."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from aotexec.base import AotexecError
+        try:
+            return fn(*args, **kwargs)
+        except (AotexecError, ValueError, TypeError, OSError, KeyError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            _fail(first)
+    return wrapper
+
+
+def _pairs(items: List[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            _fail(f"{what} '{item}' must look like NAME=VALUE")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _shape(text: str, name: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(d) for d in text.replace("(", "").replace(")", "").split(",") if d.strip())
+    except ValueError:
+        _fail(f"shape of '{name}' must be comma-separated integers, got '{text}'")
+    if not dims or any(d <= 0 for d in dims):
+        _fail(f"shape of '{name}' must have positive dimensions, got '{text}'")
+    return dims
+
+
+@app.command()
+@_friendly
+def compile(
+    symbol_json: Path = typer.Argument(..., help="MXNet *-symbol.json file"),
+    shape: List[str] = typer.Option([], "--shape", "-s", help="input shape, NAME=D0,D1,... (repeatable)"),
+    dtype: List[str] = typer.Option([], "--dtype", help="input dtype, NAME=float32 (repeatable)"),
+    params: Optional[Path] = typer.Option(None, "--params", help=".npz of parameters (names or arg:/aux: keys)"),
+    target: List[str] = typer.Option(["llvm-cpu"], "--target", "-t", help="llvm-cpu | vulkan-spirv | cuda (repeatable)"),
+    cpu: str = typer.Option("host", "--cpu", help="llvm-cpu target CPU: host (fast, not portable), x86-64-v3, generic..."),
+    cuda_arch: str = typer.Option("sm_80", "--cuda-arch", help="CUDA target (sm_80 runs on Ampere and newer)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="artifact directory (default artifacts/<symbol name>)"),
+) -> None:
+    """Compile SYMBOL_JSON into a deployable artifact directory."""
+    import aotexec as ax
+    if not symbol_json.is_file():
+        _fail(f"symbol file {symbol_json} does not exist")
+    if not shape:
+        _fail("give at least one --shape NAME=D0,D1,... for the data inputs")
+    sym = ax.sym.load(str(symbol_json))
+    shapes = {k: _shape(v, k) for k, v in _pairs(shape, "--shape").items()}
+    dtypes = _pairs(dtype, "--dtype")
+    stem = symbol_json.name.removesuffix(".json").removesuffix("-symbol")
+    out = out or Path("artifacts") / stem
+    t0 = time.perf_counter()
+    art = ax.compile(sym, shapes, dtypes=dtypes, targets=tuple(target), params=str(params) if params else None,
+                     out=out, cpu=cpu, cuda_arch=cuda_arch, name=out.name,
+                     progress=lambda msg: typer.echo(f"  {msg} ...", err=True))
+    typer.echo(f"wrote {art.path} in {time.perf_counter() - t0:.2f} s")
+    _print_summary(art)
+
+
+def _print_summary(art) -> None:
+    m = art.manifest
+    for t, rec in m["targets"].items():
+        extra = ""
+        if t == "llvm-cpu" and rec.get("cpu"):
+            c = rec["cpu"]
+            extra = f"  cpu={c.get('cpu')}" + (f" ({c['host_cpu']})" if c.get("host_cpu") else "")
+        if t == "cuda":
+            extra = f"  arch={rec.get('cuda_arch')}"
+        typer.echo(f"  target {t:13s} {rec['file']:20s} {rec['bytes']:>10,d} bytes{extra}")
+    if m.get("params"):
+        typer.echo(f"  params        {m['params']['file']} ({len(m['params']['names'])} arrays)")
+
+
+@app.command()
+@_friendly
+def inspect(artifact: Path = typer.Argument(..., help="artifact directory")) -> None:
+    """Show an artifact's targets, entry points, shapes and sizes."""
+    import aotexec as ax
+    art = ax.load(artifact)
+    m = art.manifest
+    typer.echo(f"artifact {m.get('name')} (format {m['format_version']}, aotexec {m.get('aotexec_version')}, "
+               f"IREE {m.get('iree_compiler_version')})")
+    typer.echo(f"targets: {', '.join(art.targets)}")
+    _print_summary(art)
+    for name, ep in art.spec.entries.items():
+        typer.echo(f"entry {name}:")
+        for n, s, d in zip(ep.inputs, ep.input_shapes, ep.input_dtypes):
+            typer.echo(f"    in  {n:24s} {str(tuple(s)):20s} {d}")
+        for n, s, d in zip(ep.outputs, ep.output_shapes, ep.output_dtypes):
+            typer.echo(f"    out {n:24s} {str(tuple(s)):20s} {d}")
+
+
+@app.command()
+@_friendly
+def run(
+    artifact: Path = typer.Argument(..., help="artifact directory"),
+    input: List[str] = typer.Option([], "--input", "-i", help="NAME=file.npy (repeatable)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write outputs as <output name>.npy here"),
+    device: str = typer.Option("cpu", "--device", "-d", help="cpu | vulkan | gpu"),
+) -> None:
+    """Run an artifact's forward pass on .npy inputs and print a summary of the outputs."""
+    import numpy as np
+
+    import aotexec as ax
+    ctx = {"cpu": ax.cpu, "vulkan": ax.vulkan, "gpu": ax.gpu}.get(device)
+    if ctx is None:
+        _fail(f"unknown device '{device}'; use cpu, vulkan or gpu")
+    art = ax.load(artifact, ctx=ctx())
+    ex = art.simple_bind(ctx())
+    feeds = {}
+    for name, file in _pairs(input, "--input").items():
+        if name not in ex.arg_dict:
+            _fail(f"'{name}' is not an input of the artifact; inputs: {', '.join(art.manifest['arg_names'])}")
+        arr = np.load(file, allow_pickle=False)
+        if not isinstance(arr, np.ndarray):
+            _fail(f"--input {name}={file} must be a single-array .npy file")
+        want = ex.arg_dict[name]
+        if arr.shape != want.shape:
+            _fail(f"input '{name}' has shape {arr.shape}; the artifact was compiled for {want.shape}")
+        feeds[name] = arr.astype(want.dtype, copy=False)
+    t0 = time.perf_counter()
+    outs = ex.forward(is_train=False, **feeds)
+    dt = time.perf_counter() - t0
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    for name, o in zip(art.manifest["output_names"], outs):
+        a = o.asnumpy()
+        typer.echo(f"{name}: shape={a.shape} dtype={a.dtype} min={a.min():.6g} max={a.max():.6g} "
+                   f"mean={a.mean():.6g}")
+        if a.ndim == 2 and a.shape[1] <= 32:
+            typer.echo(f"  argmax[:8] = {a.argmax(axis=1)[:8].tolist()}")
+        if out:
+            np.save(out / f"{name}.npy", a)
+    typer.echo(f"forward took {dt * 1e3:.3f} ms on {ctx()}" + (f"; outputs written to {out}" if out else ""))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
