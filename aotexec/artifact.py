@@ -173,7 +173,7 @@ class Artifact:
             prog = self._programs[ctx] = Program(ctx, vmfb, self.spec)
         return prog
 
-    def _provider(self, symbol, typing, modes, ctx):
+    def _provider(self, symbol, typing, modes, ctx, reqs=None):
         g = typing.graph
         have = self.shapes
         want = {n.name: tuple(typing.node_shape(n)) for n in g.variables()}

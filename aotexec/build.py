@@ -3,6 +3,12 @@
 Imported lazily (it needs ``iree.compiler``).  Results are memoized in-process
 by a graph key (so a repeated ``bind`` skips lowering too) and on disk by the
 compile cache in ``compiler.py``.
+
+Entry points (names are the function names in the vmfb):
+- ``forward_infer(args, aux) -> outputs``
+- ``forward_train(args, aux) -> outputs, residuals``   (activations backward reads)
+- ``backward(args, aux, residuals, head_grads, old_grads) -> grads, aux_updates``
+- ``train_step(args, aux, head_grads, old_grads) -> outputs, grads, aux_updates``  (one call, no host round trip)
 """
 from __future__ import annotations
 
@@ -10,14 +16,16 @@ import hashlib
 import json
 import logging
 import threading
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
 from .compiler import CompileOptions, compile_mlir, verify_mlir
-from .graph import Entry
+from .graph import Entry, IndexedGraph
 from .lowering.module import lower_function, module_text
-from .passes.infer import Typing
+from .passes.gradient import GradientGraph, build_gradient_graph
+from .passes.infer import Typing, infer
 from .runtime.program import EntryPoint, ProgramSpec
 
 _log = logging.getLogger("aotexec.build")
@@ -25,42 +33,125 @@ _programs: dict[str, tuple[bytes, ProgramSpec]] = {}
 _lock = threading.Lock()
 stats = {"hits": 0, "misses": 0}
 
-# entry point name -> is_train
-MODES = {"forward_infer": False, "forward_train": True}
+TRAIN_MODES = ("forward_train", "backward", "train_step")
 
 
-def entry_points(typing: Typing, heads: Sequence[Entry], modes: Sequence[str]) -> tuple[str, ProgramSpec]:
+@dataclass
+class TrainingPlan:
+    """The full graph and how it splits into forward_train / backward."""
+    gg: GradientGraph
+    typing: Typing
+    residuals: list[Entry]
+    head_grads: list[int]            # output indices whose head gradient backward reads
+    wrt: list[str]
+    add: list[str]                   # arguments with grad_req 'add'
+
+
+def training_plan(symbol, typing: Typing, reqs: dict[str, str], mirror: bool = False) -> TrainingPlan:
+    wrt = [n for n in symbol.list_arguments() if reqs.get(n, "null") != "null"]
+    gg = build_gradient_graph(symbol._outputs, wrt)
+    full = IndexedGraph(gg.heads)
+    fg = typing.graph
+    shapes = {n.name: typing.node_shape(n) for n in fg.variables()}
+    dtypes = {n.name: typing.node_dtype(n) for n in fg.variables()}
+    full_typing = infer(full, shapes, dtypes)
+    forward_ids = {id(n) for n in fg.nodes}
+    residuals: list[Entry] = []
+    seen = set()
+    from .lowering.module import SHAPE_ONLY
+    for n in full.nodes:
+        if id(n) in forward_ids or n.op is None:
+            continue
+        for pos, e in enumerate(n.inputs):
+            if id(e.node) in forward_ids and e.node.op is not None and (n.op.name, pos) not in SHAPE_ONLY:
+                key = (id(e.node), e.index)
+                if key not in seen:
+                    seen.add(key)
+                    residuals.append(e)
+    heads = sorted(gg.head_grad_vars)
+    add = [n for n in wrt if reqs[n] == "add"]
+    return TrainingPlan(gg, full_typing, residuals, heads, wrt, add)
+
+
+def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names) -> EntryPoint:
+    def es(x):
+        return Entry(x) if not isinstance(x, Entry) else x
+    return EntryPoint(name=name, inputs=list(in_names),
+                      input_shapes=[list(typing.shape_of(es(i))) for i in inputs],
+                      input_dtypes=[np.dtype(typing.dtype_of(es(i))).name for i in inputs],
+                      outputs=list(out_names),
+                      output_shapes=[list(typing.shape_of(o)) for o in outputs],
+                      output_dtypes=[np.dtype(typing.dtype_of(o)).name for o in outputs])
+
+
+def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, str] | None = None,
+                 mirror: bool = False) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each."""
     g = typing.graph
-    inputs = g.arguments() + g.aux_states()
+    variables = g.arguments() + g.aux_states()
+    var_names = [n.name for n in variables]
+    heads = symbol._outputs
     spec = ProgramSpec()
     funcs = []
-    for mode in modes:
-        funcs.append(lower_function(mode, typing, inputs, heads, is_train=MODES[mode]))
-        spec.entries[mode] = EntryPoint(
-            name=mode,
-            inputs=[n.name for n in inputs],
-            input_shapes=[list(typing.node_shape(n)) for n in inputs],
-            input_dtypes=[typing.node_dtype(n).name for n in inputs],
-            outputs=[e.name for e in heads],
-            output_shapes=[list(typing.shape_of(e)) for e in heads],
-            output_dtypes=[typing.dtype_of(e).name for e in heads])
+    if "forward_infer" in modes:
+        funcs.append(lower_function("forward_infer", typing, variables, heads))
+        spec.entries["forward_infer"] = _sig("forward_infer", typing, variables, var_names, heads,
+                                             [e.name for e in heads])
+    train = [m for m in modes if m in TRAIN_MODES]
+    if train:
+        plan = training_plan(symbol, typing, reqs or {}, mirror)
+        t = plan.typing
+        full = t.graph
+        fvars = [full.nodes[full.nid(n)] for n in variables]          # same Node objects
+        out_names = [e.name for e in heads]
+        res_names = [f"res:{e.name}" for e in plan.residuals]
+        hg_vars = [plan.gg.head_grad_vars[i] for i in plan.head_grads]
+        hg_names = [f"head_grad:{i}" for i in plan.head_grads]
+        grad_entries = [plan.gg.grad_heads[n] for n in plan.wrt]
+        grad_names = [f"grad:{n}" for n in plan.wrt]
+        aux_entries = list(plan.gg.aux_updates.values())
+        aux_names = [f"aux:{n}" for n in plan.gg.aux_updates]
+        old_names = [f"old_grad:{n}" for n in plan.add]   # extra inputs, typed like the gradient
+        if "forward_train" in train:
+            outs = list(heads) + plan.residuals
+            funcs.append(lower_function("forward_train", t, fvars, outs, is_train=True))
+            spec.entries["forward_train"] = _sig("forward_train", t, fvars, var_names, outs, out_names + res_names)
+        if "backward" in train:
+            ins = list(fvars) + plan.residuals + hg_vars
+            outs = grad_entries + aux_entries
+            add_to = [plan.wrt.index(n) for n in plan.add]
+            funcs.append(lower_function("backward", t, ins, outs, is_train=True, add_to=add_to))
+            spec.entries["backward"] = _sig("backward", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
+                                            var_names + res_names + hg_names + old_names,
+                                            outs, grad_names + aux_names)
+        if "train_step" in train:
+            ins = list(fvars) + hg_vars
+            outs = list(heads) + grad_entries + aux_entries
+            add_to = [len(heads) + plan.wrt.index(n) for n in plan.add]
+            funcs.append(lower_function("train_step", t, ins, outs, is_train=True, add_to=add_to))
+            spec.entries["train_step"] = _sig("train_step", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
+                                              var_names + hg_names + old_names, outs,
+                                              out_names + grad_names + aux_names)
     return module_text(funcs), spec
 
 
-def program_key(symbol_json: str, shapes: dict, dtypes: dict, modes: Sequence[str], opts: CompileOptions) -> str:
+def program_key(symbol_json: str, shapes: dict, dtypes: dict, modes: Sequence[str], opts: CompileOptions,
+                reqs: dict[str, str] | None, mirror: bool) -> str:
     doc = json.dumps([symbol_json, sorted((k, list(v)) for k, v in shapes.items()),
-                      sorted((k, np.dtype(v).name) for k, v in dtypes.items()), list(modes), repr(opts)])
+                      sorted((k, np.dtype(v).name) for k, v in dtypes.items()), list(modes), repr(opts),
+                      sorted((reqs or {}).items()), mirror])
     return hashlib.sha256(doc.encode()).hexdigest()
 
 
 def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileOptions,
-                    use_cache: bool | None = None) -> tuple[bytes, ProgramSpec]:
+                    use_cache: bool | None = None, reqs: dict[str, str] | None = None,
+                    mirror: bool = False) -> tuple[bytes, ProgramSpec]:
     """vmfb bytes + spec for ``symbol`` at the shapes/dtypes of ``typing``."""
     g = typing.graph
     shapes = {n.name: typing.node_shape(n) for n in g.variables()}
     dtypes = {n.name: typing.node_dtype(n) for n in g.variables()}
-    key = program_key(symbol.tojson(), shapes, dtypes, modes, opts)
+    train = any(m in TRAIN_MODES for m in modes)
+    key = program_key(symbol.tojson(), shapes, dtypes, modes, opts, reqs if train else None, mirror)
     from .compile_cache import cache_enabled
     memo = cache_enabled(use_cache)
     with _lock:
@@ -70,7 +161,7 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
         _log.debug("program cache hit %s", key[:16])
         return hit
     stats["misses"] += 1
-    text, spec = entry_points(typing, symbol._outputs, modes)
+    text, spec = entry_points(symbol, typing, modes, reqs, mirror)
     verify_mlir(text)
     vmfb = compile_mlir(text, opts, use_cache=use_cache)
     if memo:

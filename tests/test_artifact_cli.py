@@ -173,4 +173,4 @@ def test_second_bind_hits_the_compile_cache():
     after = dict(build.stats)
     assert mid["misses"] == before["misses"] + 1
     assert after["hits"] == mid["hits"] + 1 and after["misses"] == mid["misses"]
-    assert ex1._programs["forward_infer"].module is ex2._programs["forward_infer"].module
+    assert ex1._programs[("forward_infer",)].module is ex2._programs[("forward_infer",)].module

@@ -314,3 +314,14 @@ def _nested(arr: np.ndarray, dtype) -> str:
     if arr.ndim == 0:
         return _float_literal(float(arr), dtype)
     return "[" + ", ".join(_nested(a, dtype) for a in arr) + "]"
+
+
+def unbroadcast(b: Emitter, g: Value, shape: Sequence[int]) -> Value:
+    """Sum ``g`` down to ``shape`` (the gradient of a numpy-style broadcast to g.shape)."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    off = g.ndim - len(shape)
+    dims = list(range(off)) + [off + i for i, d in enumerate(shape) if d == 1 and g.shape[off + i] != 1]
+    r = b.reduce(g, dims, "add")
+    return b.reshape(r, shape)

@@ -14,7 +14,10 @@ import numpy as np
 from ..base import AotexecError
 from ..graph import Entry, IndexedGraph, Node
 from ..passes.infer import Typing
-from .emitter import Emitter, Value, tensor_type
+from .emitter import Emitter, Value
+
+# inputs read only for their shape (never referenced in the emitted code)
+SHAPE_ONLY = {("_identity_with_attr_like_rhs", 1), ("zeros_like", 0)}
 
 
 @dataclass
@@ -26,6 +29,9 @@ class LowerCtx:
     out_shapes: list[tuple[int, ...]]
     out_dtypes: list[np.dtype]
     is_train: bool = False
+    fwd_in_shapes: list[tuple[int, ...]] = field(default_factory=list)    # backward nodes only
+    fwd_in_dtypes: list[np.dtype] = field(default_factory=list)
+    fwd_out_shapes: list[tuple[int, ...]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -39,6 +45,12 @@ def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_t
                            f"it cannot be compiled.\n  {node.format()}")
     b.loc = node.name
     ctx = LowerCtx(b, node, [v.shape for v in inputs], out_shapes, out_dtypes, is_train)
+    if node.op.forward_op is not None:
+        fwd = node.control_deps[0]
+        ctx.fwd_in_shapes = [tuple(typing.shape_of(e)) for e in fwd.inputs]
+        ctx.fwd_in_dtypes = [typing.dtype_of(e) for e in fwd.inputs]
+        ctx.fwd_out_shapes = [tuple(typing.node_shape(fwd, i)) for i in range(fwd.num_outputs)]
+        ctx.is_train = True
     try:
         res = node.op.lower(ctx, node.params, *inputs)
     except AotexecError:
@@ -49,6 +61,8 @@ def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_t
     res = list(res) if isinstance(res, (list, tuple)) else [res]
     res += [None] * (len(out_shapes) - len(res))
     for i, (v, s) in enumerate(zip(res, out_shapes)):
+        if v is None and node.op.forward_op is not None:
+            v = res[i] = _zeros(b, s, out_dtypes[i])
         if v is not None and tuple(v.shape) != tuple(s):
             raise AotexecError(f"lowering bug at node '{node.name}' ({node.op.name}): output {i} has shape "
                                f"{v.shape}, inference says {s}")
@@ -57,36 +71,56 @@ def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_t
     return res
 
 
-def lower_function(name: str, typing: Typing, inputs: Sequence[Node], outputs: Sequence[Entry],
-                   is_train: bool = False) -> str:
-    """A ``func.func @name`` taking ``inputs`` (variables) and returning ``outputs`` (entries)."""
-    g = typing.graph
+def _zeros(b: Emitter, shape, dtype) -> Value:
+    c = b.constant(0.0, (), dtype)
+    return b.broadcast_in_dim(c, shape, ()) if shape else c
+
+
+def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], outputs: Sequence[Entry],
+                   is_train: bool = False, add_to: Sequence[int] = ()) -> str:
+    """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
+
+    For each output index in ``add_to`` one more parameter (typed like that output)
+    follows the inputs and is added to it: grad_req 'add' returns old + computed.
+    """
     b = Emitter()
     values: dict[tuple[int, int], Value] = {}
     params = []
-    for i, var in enumerate(inputs):
-        shape, dtype = typing.node_shape(var), typing.node_dtype(var)
-        v = Value(f"%arg{i}", tuple(shape), np.dtype(dtype))
-        values[(id(var), 0)] = v
+    arg_values = []
+    for i, inp in enumerate(inputs):
+        e = Entry(inp) if isinstance(inp, Node) else inp
+        v = Value(f"%arg{i}", tuple(typing.shape_of(e)), np.dtype(typing.dtype_of(e)))
+        values[(id(e.node), e.index)] = v
         params.append(f"%arg{i}: {v.type}")
-    needed = _needed_nodes(g, outputs)
-    for node in g.nodes:
+    for k, out_idx in enumerate(add_to):
+        e = outputs[out_idx]
+        v = Value(f"%arg{len(inputs) + k}", tuple(typing.shape_of(e)), np.dtype(typing.dtype_of(e)))
+        arg_values.append(v)
+        params.append(f"{v.name}: {v.type}")
+    needed = _needed_nodes(outputs, values)
+    for node in typing.graph.nodes:
         if node.op is None or id(node) not in needed:
             continue
         ins = []
-        for e in node.inputs:
+        for pos, e in enumerate(node.inputs):
             v = values.get((id(e.node), e.index))
+            if v is None and (node.op.name, pos) in SHAPE_ONLY:
+                v = Value("%unused", tuple(typing.shape_of(e)), np.dtype(typing.dtype_of(e)))
             if v is None:
-                raise AotexecError(f"node '{node.name}' reads {e.name}, which this entry point does not compute")
+                raise AotexecError(f"entry point {name}: node '{node.name}' reads {e.name}, which is neither "
+                                   "an input of the entry point nor computed in it")
             ins.append(v)
         for k, v in enumerate(lower_node(b, node, ins, typing, is_train)):
             if v is not None:
                 values[(id(node), k)] = v
     results = []
-    for e in outputs:
+    for i, e in enumerate(outputs):
         v = values.get((id(e.node), e.index))
         if v is None:
             raise AotexecError(f"entry point {name}: output {e.name} was not computed")
+        if i in add_to:
+            b.loc = e.node.name
+            v = b.add(arg_values[list(add_to).index(i)], v)
         results.append(v)
     b.loc = name
     b.lines.append(f'    "func.return"({", ".join(v.name for v in results)}) : '
@@ -96,15 +130,19 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Node], outputs: S
     return f"  func.func @{name}({sig}) -> ({rtypes}) {{\n" + "\n".join(b.lines) + "\n  }"
 
 
-def _needed_nodes(g: IndexedGraph, outputs: Sequence[Entry]) -> set[int]:
+def _needed_nodes(outputs: Sequence[Entry], provided: dict[tuple[int, int], Value]) -> set[int]:
+    """Nodes that must be computed: walk back from the outputs, stopping at provided entries."""
     need: set[int] = set()
-    stack = [e.node for e in outputs]
+    stack = [e for e in outputs]
     while stack:
-        n = stack.pop()
-        if id(n) in need:
+        e = stack.pop()
+        if (id(e.node), e.index) in provided or id(e.node) in need:
             continue
-        need.add(id(n))
-        stack.extend(e.node for e in n.inputs)
+        need.add(id(e.node))
+        for pos, i in enumerate(e.node.inputs):
+            if e.node.op is not None and (e.node.op.name, pos) in SHAPE_ONLY:
+                continue
+            stack.append(i)
     return need
 
 

@@ -382,3 +382,55 @@ def _init_lower(ctx, p: InitParam, *_):
     b, shape, dtype = ctx.b, ctx.out_shapes[0], ctx.out_dtypes[0]
     c = b.constant(1.0 if ctx.node.op.name == "_ones" else 0.0, (), dtype)
     return b.broadcast_in_dim(c, shape, ()) if shape else c
+
+
+# ---------------------------------------------------------------- gradient rules
+from ..lowering.emitter import unbroadcast  # noqa: E402
+from .registry import differentiable  # noqa: E402
+
+# d(out)/d(lhs), d(out)/d(rhs) times the head gradient ``g``, for z = f(x, y)
+BINGRADS = {
+    "add": lambda b, g, x, y, z: (g, g),
+    "sub": lambda b, g, x, y, z: (g, b.neg(g)),
+    "mul": lambda b, g, x, y, z: (b.mul(g, y), b.mul(g, x)),
+    "div": lambda b, g, x, y, z: (b.div(g, y), b.neg(b.div(b.mul(g, z), y))),
+}
+
+
+def _binary_grad(fn, broadcast: bool):
+    def rule(ctx, p, g, x, y, z):
+        b = ctx.b
+        if broadcast:
+            xs, ys = b.broadcast_to(x, z.shape), b.broadcast_to(y, z.shape)
+            gx, gy = fn(b, g, xs, ys, z)
+            return [unbroadcast(b, gx, x.shape), unbroadcast(b, gy, y.shape)]
+        return list(fn(b, g, x, y, z))
+    return rule
+
+
+for _name in BINARY:
+    if _short(_name) in BINGRADS:
+        differentiable(OPS[_name], ("ograd0", "in0", "in1", "out0"))(_binary_grad(BINGRADS[_short(_name)], False))
+for _name in BROADCAST:
+    if _short(_name) in BINGRADS:
+        differentiable(OPS[_name], ("ograd0", "in0", "in1", "out0"))(_binary_grad(BINGRADS[_short(_name)], True))
+
+
+@differentiable(OPS["ElementWiseSum"], lambda p: ["ograd0"])
+def _add_n_grad(ctx, p, g):
+    return [g] * p.num_args
+
+
+@differentiable(OPS["_copy"], ("ograd0",))
+def _copy_grad(ctx, p, g):
+    return [g]
+
+
+@differentiable(OPS["BlockGrad"], ())
+def _block_grad_grad(ctx, p):
+    return [None]
+
+
+@differentiable(OPS["zeros_like"], ())
+def _zeros_like_grad(ctx, p):
+    return [None]

@@ -45,6 +45,12 @@ class OpDef:
     aux_init: dict[str, str] = field(default_factory=dict)   # __init__ attr of auto aux vars
     no_grad_inputs: tuple[str, ...] = ()                     # labels / indices
     doc: str = ""
+    # gradient (nnvm FGradient): the backward node reads these forward values
+    # ("ograd<i>", "in<i>", "out<i>"), and its lowering returns one gradient per
+    # non-aux input (None: zero) followed by ``aux_updates`` new aux values.
+    grad_reads: Callable[[Any], list[str]] | None = None
+    aux_updates: int = 0
+    forward_op: "OpDef | None" = None      # set on the generated _backward_<op>
 
     def input_names(self, p: Any) -> list[str]:
         if self.variadic:
@@ -117,6 +123,31 @@ def define(name: str, *aliases: str, hint: str | None = None, **kw: Any) -> OpDe
 
 def replace(op: OpDef, **changes: Any) -> OpDef:
     return dataclasses.replace(op, **changes)
+
+
+def differentiable(op: OpDef, reads: Sequence[str] | Callable[[Any], list[str]], aux_updates: int = 0):
+    """Declare ``op``'s gradient: what its backward node reads, and the rule computing it.
+
+    The rule is ``fn(ctx, params, *read_values) -> list[Value | None]``; ``ctx.fwd_in_shapes``
+    gives the forward input shapes.  Registers ``_backward_<op>`` (MXNet's name).
+    """
+    def deco(fn: Callable) -> Callable:
+        op.grad_reads = reads if callable(reads) else _const(list(reads))
+        op.aux_updates = aux_updates
+        bwd = OpDef(name=f"_backward_{op.name}", params=op.params, forward_op=op, lower=fn,
+                    inputs=lambda p: op.grad_reads(p),  # names are the read tokens
+                    outputs=lambda p, op=op: backward_output_names(op, p))
+        OPS[bwd.name] = bwd
+        return fn
+    return deco
+
+
+def backward_output_names(op: OpDef, p: Any) -> list[str]:
+    ins = op.input_names(p)
+    aux = set(op.aux_names(p))
+    grads = [f"output{i}" for i, n in enumerate(n for n in ins if n not in aux)]
+    return grads + [f"aux_update{i}" for i in range(op.aux_updates)] if len(grads) + op.aux_updates > 1 \
+        else ["output"]
 
 
 def lowers(*ops: OpDef):

@@ -93,7 +93,7 @@ def _fixed_point(g: IndexedGraph, values: list, rule_of: Callable[[Node], Any], 
                 out_ids = list(range(g.row_ptr[nid], g.row_ptr[nid + 1]))
                 ins = [values[i] for i in in_ids]
                 outs = [values[i] for i in out_ids]
-                rule = rule_of(node)
+                rule = _backward_rule(g, node, values) if node.op.forward_op is not None else rule_of(node)
                 if rule is None:
                     raise AotexecError(f"Operator {node.op.name} has no {what} inference rule (node {node.name})")
                 try:
@@ -110,6 +110,17 @@ def _fixed_point(g: IndexedGraph, values: list, rule_of: Callable[[Node], Any], 
                         if (m is None) != (values[i] is None) or (m is not None and m != values[i]):
                             values[i] = m
                             changed = True
+
+
+def _backward_rule(g: IndexedGraph, node: Node, values: list):
+    """A backward node's outputs are typed like its forward node's (non-aux, then aux) inputs."""
+    fwd = node.control_deps[0]
+    aux = fwd.aux_positions()
+    order = [i for i in range(len(fwd.inputs)) if i not in aux] + aux[:fwd.op.aux_updates]
+
+    def rule(p, ins, outs):
+        return ins, [values[g.eid(fwd.inputs[i])] for i in order]
+    return rule
 
 
 def _merge_shape(node: Node, current, inferred):

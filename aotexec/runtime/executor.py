@@ -19,12 +19,17 @@ from .ndarray import NDArray, array as nd_array, zeros as nd_zeros
 from .program import Program
 
 GRAD_REQS = ("write", "add", "null")
-# (symbol, typing, modes, ctx) -> Program; set by artifacts for runtime-only use
-ProgramProvider = Callable[[Any, Typing, Sequence[str], Context], Program]
+# (symbol, typing, modes, ctx, grad_reqs) -> Program; artifacts provide one for runtime-only use
+ProgramProvider = Callable[[Any, Typing, Sequence[str], Context, dict], Program]
+
+HEAD_GRAD_REQUIRED = ("Check failed: i < head_grads.size() && !head_grads[i].is_none(): Because the last "
+                      "operator is not Loss function, head_gradient is required when calling backward. If you "
+                      "are attempting to minimize the output as an objective, please modify your network and "
+                      "pass it through the make_loss symbol.")
 
 
 def compile_provider(cpu: str = "host") -> ProgramProvider:
-    def provide(symbol, typing: Typing, modes: Sequence[str], ctx: Context) -> Program:
+    def provide(symbol, typing: Typing, modes: Sequence[str], ctx: Context, reqs: dict) -> Program:
         try:
             from .. import build
         except ImportError as e:
@@ -32,7 +37,7 @@ def compile_provider(cpu: str = "host") -> ProgramProvider:
                 "binding a symbol needs the IREE compiler (pip install 'aotexec[compiler]'), "
                 f"which is not installed ({e}); a runtime-only install runs compiled artifacts "
                 "through ax.load(path).bind(...)") from None
-        vmfb, spec = build.compile_program(symbol, typing, modes, build.options_for(ctx, cpu=cpu))
+        vmfb, spec = build.compile_program(symbol, typing, modes, build.options_for(ctx, cpu=cpu), reqs=reqs)
         return Program(ctx, vmfb, spec)
     return provide
 
@@ -113,7 +118,9 @@ class Executor:
         self.grad_dict = grads
         self.aux_dict = aux
         self._grad_req = reqs
-        self._programs: dict[str, Program] = {}
+        self._programs: dict[tuple[str, ...], Program] = {}
+        self._wrt = [n for n in symbol.list_arguments() if reqs[n] != "null"]
+        self._residuals: list | None = None
         self._arg_names = symbol.list_arguments()
         self._aux_names = symbol.list_auxiliary_states()
         self._out_names = symbol.list_outputs()
@@ -122,7 +129,7 @@ class Executor:
         self._train_differs = any(n.op is not None and n.op.name in ("BatchNorm", "Dropout", "LeakyReLU")
                                   for n in g.nodes)
         self._monitor = None
-        self._program("forward_infer")  # compile (or fetch) at bind, like MXNet allocates at bind
+        self._program(("forward_infer",))  # compile (or fetch) at bind, like MXNet allocates at bind
 
     # ---- MXNet's views of the arrays -----------------------------------
     @property
@@ -146,14 +153,17 @@ class Executor:
         return self._symbol
 
     # ---- execution --------------------------------------------------------
-    def _program(self, mode: str) -> Program:
-        prog = self._programs.get(mode)
+    def _program(self, modes: tuple[str, ...]) -> Program:
+        prog = self._programs.get(modes)
         if prog is None:
-            prog = self._provider(self._symbol, self._typing, [mode], self._ctx)
-            self._programs[mode] = prog
+            prog = self._provider(self._symbol, self._typing, list(modes), self._ctx, self._grad_req)
+            self._programs[modes] = prog
         return prog
 
-    def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
+    def _views(self) -> list:
+        return [self.arg_dict[n].handle for n in self._arg_names] + [self.aux_dict[n].handle for n in self._aux_names]
+
+    def _feed(self, kwargs: dict) -> None:
         for name, value in kwargs.items():
             if name not in self.arg_dict:
                 raise TypeError(f"Unknown argument {name}")
@@ -162,18 +172,85 @@ class Executor:
             if dst.shape != shape:
                 raise ValueError(f"Shape not match! Argument {name}, need: {dst.shape}, received: {shape}")
             dst[:] = value
-        mode = "forward_train" if is_train and self._train_differs else "forward_infer"
-        prog = self._program(mode)
-        views = [self.arg_dict[n].handle for n in self._arg_names] + [self.aux_dict[n].handle for n in self._aux_names]
-        results = prog.run(mode, views)
+
+    def _head_grads(self, prog: Program, entry: str, out_grads) -> list:
+        """Views of the head gradients the compiled backward reads, from MXNet's forms."""
+        if out_grads is None:
+            given: list = []
+        elif isinstance(out_grads, dict):
+            given = [out_grads.get(n) for n in self._out_names]
+        elif isinstance(out_grads, (list, tuple)):
+            given = list(out_grads)
+        else:
+            given = [out_grads]
+        views = []
+        for name in prog.entry(entry).inputs:
+            if not name.startswith("head_grad:"):
+                continue
+            i = int(name.split(":", 1)[1])
+            g = given[i] if i < len(given) else None
+            if g is None:
+                raise AotexecError(HEAD_GRAD_REQUIRED + f" (output {i}: {self._out_names[i]})")
+            g = _as_ndarray(g, self._ctx, f"out_grads[{i}]")
+            if g.shape != self.outputs[i].shape:
+                raise AotexecError(f"head gradient {i} ({self._out_names[i]}) has shape {g.shape}, the output "
+                                   f"has {self.outputs[i].shape}")
+            views.append(g.handle)
+        return views
+
+    def _old_grads(self, prog: Program, entry: str) -> list:
+        return [self.grad_dict[n.split(":", 1)[1]].handle for n in prog.entry(entry).inputs
+                if n.startswith("old_grad:")]
+
+    def _store(self, names: list[str], views: list) -> None:
+        """Results named ``grad:<arg>`` / ``aux:<name>`` become the arrays' new buffers."""
+        for name, view in zip(names, views):
+            kind, key = name.split(":", 1)
+            (self.grad_dict if kind == "grad" else self.aux_dict)[key].handle = view
+
+    def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
+        self._feed(kwargs)
+        self._residuals = None
+        if is_train and self._wrt:
+            prog = self._program(("forward_train", "backward"))
+            results = prog.run("forward_train", self._views())
+            n = len(self.outputs)
+            self._residuals = results[n:]
+            results = results[:n]
+        elif is_train and self._train_differs:
+            results = self._program(("forward_train",)).run("forward_train", self._views())
+        else:
+            results = self._program(("forward_infer",)).run("forward_infer", self._views())
         for out, view in zip(self.outputs, results):
             out.handle = view
-        self._last_train = is_train
         return self.outputs
 
     def backward(self, out_grads=None, is_train: bool = True) -> None:
-        raise AotexecError("Executor.backward is not implemented yet in aotexec: gradients are derived "
-                           "by the backward pass (see the project's open issue on training)")
+        """Gradients into ``grad_arrays`` (write / add), and BatchNorm's moving statistics."""
+        if not self._wrt:
+            return
+        if self._residuals is None:
+            raise AotexecError("backward() needs the activations of a preceding forward(is_train=True); "
+                               "call forward(is_train=True) first")
+        prog = self._program(("forward_train", "backward"))
+        views = self._views() + self._residuals + self._head_grads(prog, "backward", out_grads) \
+            + self._old_grads(prog, "backward")
+        self._store(prog.entry("backward").outputs, prog.run("backward", views))
+
+    def forward_backward(self, out_grads=None, **kwargs) -> list[NDArray]:
+        """``forward(is_train=True)`` + ``backward(out_grads)`` as one compiled call."""
+        self._feed(kwargs)
+        if not self._wrt:
+            return self.forward(is_train=True)
+        prog = self._program(("train_step",))
+        views = self._views() + self._head_grads(prog, "train_step", out_grads) + self._old_grads(prog, "train_step")
+        results = prog.run("train_step", views)
+        n = len(self.outputs)
+        for out, view in zip(self.outputs, results[:n]):
+            out.handle = view
+        self._store(prog.entry("train_step").outputs[n:], results[n:])
+        self._residuals = None
+        return self.outputs
 
     def set_monitor_callback(self, callback, monitor_all: bool = False) -> None:
         raise AotexecError("set_monitor_callback is not implemented yet in aotexec")

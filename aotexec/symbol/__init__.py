@@ -96,7 +96,10 @@ def create(op: OpDef, hint: str, args: tuple, kwargs: dict) -> Symbol:
     raw_pos = [a for a in args if not isinstance(a, (Symbol, list, tuple))] if op.variadic else \
         [a for a in args if not isinstance(a, Symbol)]
     sym_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
-    params = {k: _param_string(v) for k, v in kwargs.items() if not isinstance(v, Symbol) and v is not None}
+    # None for an input means "create its variable"; for a parameter it is the value None
+    fields = {f.name for f in dataclasses.fields(op.params)} if op.params else set()
+    params = {k: _param_string(v) for k, v in kwargs.items()
+              if not isinstance(v, Symbol) and (v is not None or k in fields)}
     if raw_pos:
         fields = [f.name for f in dataclasses.fields(op.params or object) if f.name != op.variadic] \
             if op.params else []
@@ -174,3 +177,14 @@ def minimum(left, right):
         return globals()["_Minimum"](left, right)
     s, v = (left, right) if isinstance(left, Symbol) else (right, left)
     return globals()["_MinimumScalar"](s, scalar=v)
+
+
+def split_v2(ary: Symbol, indices_or_sections, axis: int = 0, squeeze_axis: bool = False, **kwargs) -> Symbol:
+    """MXNet's wrapper: an int is a number of sections; a tuple lists split points (0 is prepended)."""
+    if isinstance(indices_or_sections, int):
+        return globals()["_split_v2"](ary, axis=axis, squeeze_axis=squeeze_axis, sections=indices_or_sections,
+                                       **kwargs)
+    if isinstance(indices_or_sections, (tuple, list)):
+        return globals()["_split_v2"](ary, indices=(0,) + tuple(indices_or_sections), axis=axis,
+                                       squeeze_axis=squeeze_axis, **kwargs)
+    raise ValueError("indices_or_sections must either int or tuple of ints")

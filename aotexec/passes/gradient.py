@@ -1,0 +1,133 @@
+"""The gradient pass (nnvm's Gradient): forward graph -> full graph.
+
+Reads: each op's ``grad_reads`` / ``_backward_<op>`` (declared beside the op),
+``is_loss``, and which arguments need gradients.
+Returns: ``GradientGraph`` with the full graph's heads (forward outputs, then one
+gradient per argument that wants one, then aux updates) and the head-gradient
+variables the backward half reads.
+
+Backward nodes are named ``<node>_backward`` with the forward node as control
+dependency, as MXNet names them; a head gradient enters through a variable
+``_head_grad_<i>`` and an ``_identity_with_attr_like_rhs`` node.  Gradients of an
+entry used several times are summed by one ``ElementWiseSum`` node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..base import AotexecError
+from ..graph import Entry, IndexedGraph, Node
+from ..ops.registry import OPS
+
+
+@dataclass
+class GradientGraph:
+    forward_heads: list[Entry]
+    grad_heads: dict[str, Entry]                 # argument name -> its gradient
+    aux_updates: dict[str, Entry]                # aux name -> its new value (BatchNorm moving stats)
+    head_grad_vars: dict[int, Node] = field(default_factory=dict)   # output index -> variable
+
+    @property
+    def heads(self) -> list[Entry]:
+        return self.forward_heads + list(self.grad_heads.values()) + list(self.aux_updates.values())
+
+    @property
+    def graph(self) -> IndexedGraph:
+        return IndexedGraph(self.heads)
+
+
+@dataclass(frozen=True)
+class _HeadGrad:
+    """Placeholder for output ``index``'s head gradient, made a variable only if read."""
+    index: int
+
+
+def _reachable_from(g: IndexedGraph, sources: set[int]) -> set[int]:
+    """Nodes that depend on any of ``sources`` (ids of variable nodes)."""
+    hit: set[int] = set(sources)
+    for n in g.nodes:
+        if any(id(e.node) in hit for e in n.inputs):
+            hit.add(id(n))
+    return hit
+
+
+def _sum(entries: list[Entry], name: str) -> Entry:
+    if len(entries) == 1:
+        return entries[0]
+    from ..ops.params import parse_params
+    op = OPS["ElementWiseSum"]
+    attrs = {"num_args": str(len(entries))}
+    return Entry(Node(op, name, attrs, list(entries), parse_params(op.params, attrs, op.name, name)))
+
+
+def _zeros_like(e: Entry) -> Entry:
+    return Entry(Node(OPS["zeros_like"], f"{e.node.name}_zeros_like{e.index}", {}, [e]))
+
+
+def build_gradient_graph(heads: list[Entry], wrt: list[str]) -> GradientGraph:
+    """Backward nodes for the arguments named in ``wrt`` (their grad_req is not 'null')."""
+    g = IndexedGraph(heads)
+    by_name = {n.name: n for n in g.arguments()}
+    targets = [by_name[n] for n in wrt]
+    need = _reachable_from(g, {id(n) for n in targets})
+    contrib: dict[tuple[int, int], list] = {}
+    head_vars: dict[int, Node] = {}
+    for i, h in enumerate(heads):
+        contrib.setdefault((id(h.node), h.index), []).append(_HeadGrad(i))
+
+    def ograd(node: Node, k: int) -> Entry:
+        key = (id(node), k)
+        parts = []
+        for c in contrib.get(key, []):
+            if isinstance(c, _HeadGrad):
+                i = c.index
+                if i not in head_vars:
+                    head_vars[i] = Node(None, f"_head_grad_{i}")
+                var = head_vars[i]
+                parts.append(Entry(Node(OPS["_identity_with_attr_like_rhs"], f"_head_grad_{i}_id", {},
+                                        [Entry(var), Entry(node, k)])))
+            else:
+                parts.append(c)
+        if not parts:
+            return _zeros_like(Entry(node, k))
+        return _sum(parts, f"{node.entry_name(k)}_grad_sum")
+
+    backward: dict[int, Node] = {}
+    aux_updates: dict[str, Entry] = {}
+    for node in reversed(g.nodes):
+        if node.op is None or id(node) not in need:
+            continue
+        op = node.op
+        if op.grad_reads is None:
+            raise AotexecError(f"Operator {op.name} has no gradient rule (node '{node.name}'), so gradients "
+                               f"cannot flow through it; bind with grad_req='null' for the arguments before it.\n"
+                               f"  {node.format()}")
+        reads = []
+        for token in op.grad_reads(node.params):
+            kind, idx = token.rstrip("0123456789"), int(token[len(token.rstrip("0123456789")):])
+            if kind == "ograd":
+                reads.append(ograd(node, idx))
+            elif kind == "in":
+                reads.append(node.inputs[idx])
+            elif kind == "out":
+                reads.append(Entry(node, idx))
+            else:
+                raise AotexecError(f"bad gradient read '{token}' declared by {op.name}")
+        bwd_op = OPS[f"_backward_{op.name}"]
+        bnode = Node(bwd_op, f"{node.name}_backward", dict(node.attrs), reads, node.params, [node])
+        backward[id(node)] = bnode
+        aux_pos = node.aux_positions()
+        k = 0
+        for pos, e in enumerate(node.inputs):
+            if pos in aux_pos:
+                continue
+            if id(e.node) in need:
+                contrib.setdefault((id(e.node), e.index), []).append(Entry(bnode, k))
+            k += 1
+        for j, pos in enumerate(aux_pos[:op.aux_updates]):
+            aux_updates[node.inputs[pos].node.name] = Entry(bnode, k + j)
+    grads: dict[str, Entry] = {}
+    for var in targets:
+        parts = [c for c in contrib.get((id(var), 0), []) if not isinstance(c, _HeadGrad)]
+        grads[var.name] = _sum(parts, f"{var.name}_grad_sum") if parts else _zeros_like(Entry(var))
+    return GradientGraph(list(heads), grads, aux_updates, head_vars)
