@@ -161,6 +161,7 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
         _log.debug("program cache hit %s", key[:16])
         return hit
     stats["misses"] += 1
+    check_target_dtypes(typing, opts.target)
     text, spec = entry_points(symbol, typing, modes, reqs, mirror)
     verify_mlir(text)
     vmfb = compile_mlir(text, opts, use_cache=use_cache)
@@ -168,6 +169,24 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
         with _lock:
             _programs[key] = (vmfb, spec)
     return vmfb, spec
+
+
+# IREE 3.13's default Vulkan target (vp_android_baseline_2022) has 32-bit storage only:
+# float64 fails to compile and float16 silently computes wrong values (checked on lavapipe).
+VULKAN_UNSUPPORTED = {"float64": "SPIR-V has no 64-bit float storage in IREE's default Vulkan target",
+                      "float16": "IREE's default Vulkan target lacks 16-bit storage; results would be wrong"}
+
+
+def check_target_dtypes(typing: Typing, target: str) -> None:
+    if target != "vulkan-spirv":
+        return
+    for n in typing.graph.nodes:
+        for i in range(n.num_outputs):
+            d = typing.node_dtype(n, i)
+            if d is not None and d.name in VULKAN_UNSUPPORTED:
+                from .base import AotexecError
+                raise AotexecError(f"{d.name} is not supported on Vulkan ({VULKAN_UNSUPPORTED[d.name]}): "
+                                   f"node '{n.name}' ({n.op_name}) produces {d.name}; use float32 or ax.cpu()")
 
 
 def options_for(ctx, cpu: str = "host", cuda_arch: str = "sm_80") -> CompileOptions:

@@ -80,6 +80,8 @@ def iree_flags(opts: CompileOptions) -> list[str]:
             "--iree-hal-local-target-device-backends=llvm-cpu",
             f"--iree-llvmcpu-target-cpu={opts.cpu}",
             f"--iree-opt-level={opts.opt_level}",
+            # IREE demotes f64 to f32 by default, which changes the ABI under the caller
+            "--iree-input-demote-f64-to-f32=false",
         ]
         if opts.data_tiling and opts.cpu.lower() not in _NO_DATA_TILING_CPUS:
             flags.append("--iree-opt-data-tiling")

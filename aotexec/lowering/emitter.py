@@ -325,3 +325,22 @@ def unbroadcast(b: Emitter, g: Value, shape: Sequence[int]) -> Value:
     dims = list(range(off)) + [off + i for i, d in enumerate(shape) if d == 1 and g.shape[off + i] != 1]
     r = b.reduce(g, dims, "add")
     return b.reshape(r, shape)
+
+
+def scatter_add_rows(b: Emitter, shape: Sequence[int], idx: Value, updates: Value, axis: int = 0) -> Value:
+    """The gradient of ``gather_rows``: zeros of ``shape`` with ``updates`` (shape
+    shape[:axis] + idx.shape + shape[axis+1:]) added at in-range int32 ids ``idx`` along ``axis``;
+    repeated ids accumulate."""
+    shape = tuple(int(d) for d in shape)
+    n = int(np.prod(idx.shape)) if idx.shape else 1
+    idx = b.reshape(idx, (n, 1))
+    updates = b.reshape(updates, shape[:axis] + (n,) + shape[axis + 1:])
+    window = [i for i in range(len(shape)) if i != axis]
+    zeros = b.full_like(updates, 0.0, shape)
+    t = tensor_type((), updates.dtype)
+    region = (f'{{\n{b.indent}^bb0(%sa: {t}, %sb: {t}):\n{b.indent}  %ss = "stablehlo.add"(%sa, %sb) : ({t}, {t}) -> {t}\n'
+              f'{b.indent}  "stablehlo.return"(%ss) : ({t}) -> ()\n{b.indent}}}')
+    attrs = (f"scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [{', '.join(map(str, window))}], "
+             f"inserted_window_dims = [{axis}], scatter_dims_to_operand_dims = [{axis}], index_vector_dim = 1>, "
+             f"indices_are_sorted = false, unique_indices = false")
+    return b.op("stablehlo.scatter", [zeros, idx, updates], shape, updates.dtype, attrs=attrs, region=region)

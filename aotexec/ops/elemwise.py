@@ -434,3 +434,156 @@ def _block_grad_grad(ctx, p):
 @differentiable(OPS["zeros_like"], ())
 def _zeros_like_grad(ctx, p):
     return [None]
+
+
+# ---- unary: op -> (forward values read, fn(b, g, *values) -> gradient); None: zero gradient.
+# MXNet 1.9.1 mshadow_op.h *_grad (in terms of the input x or the output y, as MXNet reads them).
+def _mask(b, pred, g):
+    """g where pred, else 0."""
+    return b.select(pred, g, b.full_like(g, 0.0))
+
+
+def _inv_sqrt_1m(b, x, sign: float):
+    """1 / sqrt(sign * (x^2 - 1)): arcsin / arccos (sign -1), arccosh (+1)."""
+    return b.rsqrt(b.mul(b.sub(b.mul(x, x), 1.0), sign))
+
+
+UNARY_GRADS = {
+    "relu": (("out0",), lambda b, g, y: _mask(b, b.compare(y, 0.0, "GT"), g)),
+    "sigmoid": (("out0",), lambda b, g, y: b.mul(g, b.mul(y, b.sub(1.0, y)))),
+    "tanh": (("out0",), lambda b, g, y: b.mul(g, b.sub(1.0, b.mul(y, y)))),
+    "softsign": (("in0",), lambda b, g, x: b.div(g, _sq(b, b.add(b.abs(x), 1.0)))),
+    "exp": (("out0",), lambda b, g, y: b.mul(g, y)),
+    "log": (("in0",), lambda b, g, x: b.div(g, x)),
+    "log2": (("in0",), lambda b, g, x: b.div(g, b.mul(x, math.log(2.0)))),
+    "log10": (("in0",), lambda b, g, x: b.div(g, b.mul(x, math.log(10.0)))),
+    "log1p": (("in0",), lambda b, g, x: b.div(g, b.add(x, 1.0))),
+    "expm1": (("in0",), lambda b, g, x: b.mul(g, b.exp(x))),
+    "sqrt": (("out0",), lambda b, g, y: b.div(b.mul(g, 0.5), y)),
+    "rsqrt": (("in0",), lambda b, g, x: b.mul(g, b.div(-0.5, b.mul(b.sqrt(x), x)))),
+    "cbrt": (("out0",), lambda b, g, y: b.div(g, b.mul(_sq(b, y), 3.0))),
+    "square": (("in0",), lambda b, g, x: b.mul(g, b.mul(x, 2.0))),
+    "abs": (("in0",), lambda b, g, x: b.mul(g, b.unary("sign", x))),
+    "sign": ((), None),
+    "sin": (("in0",), lambda b, g, x: b.mul(g, b.unary("cosine", x))),
+    "cos": (("in0",), lambda b, g, x: b.mul(g, b.neg(b.unary("sine", x)))),
+    "tan": (("out0",), lambda b, g, y: b.mul(g, b.add(_sq(b, y), 1.0))),
+    "arcsin": (("in0",), lambda b, g, x: b.mul(g, _inv_sqrt_1m(b, x, -1.0))),
+    "arccos": (("in0",), lambda b, g, x: b.neg(b.mul(g, _inv_sqrt_1m(b, x, -1.0)))),
+    "arctan": (("in0",), lambda b, g, x: b.div(g, b.add(_sq(b, x), 1.0))),
+    "sinh": (("in0",), lambda b, g, x: b.mul(g, _chlo(b, "cosh", x))),
+    "cosh": (("in0",), lambda b, g, x: b.mul(g, _chlo(b, "sinh", x))),
+    "arcsinh": (("in0",), lambda b, g, x: b.mul(g, b.rsqrt(b.add(_sq(b, x), 1.0)))),
+    "arccosh": (("in0",), lambda b, g, x: b.mul(g, _inv_sqrt_1m(b, x, 1.0))),
+    "arctanh": (("in0",), lambda b, g, x: b.div(g, b.sub(1.0, _sq(b, x)))),
+    "negative": ((), lambda b, g: b.neg(g)),
+    "reciprocal": (("in0",), lambda b, g, x: b.neg(b.div(g, _sq(b, x)))),
+    "floor": ((), None), "ceil": ((), None), "round": ((), None), "rint": ((), None),
+    "trunc": ((), None), "fix": ((), None),
+    "erf": (("in0",), lambda b, g, x: b.mul(g, b.mul(b.exp(b.neg(_sq(b, x))), 2.0 / math.sqrt(math.pi)))),
+    "gamma": (("in0", "out0"), lambda b, g, x, y: b.mul(g, b.mul(y, _chlo(b, "digamma", x)))),
+    "gammaln": (("in0",), lambda b, g, x: b.mul(g, _chlo(b, "digamma", x))),
+    "degrees": ((), lambda b, g: b.mul(g, 180.0 / math.pi)),
+    "radians": ((), lambda b, g: b.mul(g, math.pi / 180.0)),
+    "logical_not": ((), None),
+}
+assert UNARY_GRADS.keys() == UNARY.keys()
+
+
+def _sq(b, x):
+    return b.mul(x, x)
+
+
+def _unary_grad(fn):
+    def rule(ctx, p, *vals):
+        return [fn(ctx.b, *vals) if fn else None]
+    return rule
+
+
+for _name, (_reads, _fn) in UNARY_GRADS.items():
+    differentiable(OPS[_name], ("ograd0",) + _reads if _fn else ())(_unary_grad(_fn))
+
+# ---- binary (same shape and broadcast), continuing BINGRADS; zero-gradient ops read nothing
+BINGRADS.update({
+    "mod": lambda b, g, x, y, z: (g, b.neg(b.mul(g, b.unary("floor", b.div(x, y))))),
+    "power": lambda b, g, x, y, z: (b.mul(g, b.mul(y, b.pow(x, b.sub(y, 1.0)))), b.mul(g, b.mul(z, b.log(x)))),
+    "maximum": lambda b, g, x, y, z: (_mask(b, b.compare(x, y, "GE"), g), _mask(b, b.compare(x, y, "LT"), g)),
+    "minimum": lambda b, g, x, y, z: (_mask(b, b.compare(x, y, "LE"), g), _mask(b, b.compare(x, y, "GT"), g)),
+    "hypot": lambda b, g, x, y, z: (b.mul(g, b.div(x, z)), b.mul(g, b.div(y, z))),
+})
+ZERO_GRAD_BINOPS = {"equal", "not_equal", "greater", "greater_equal", "lesser", "lesser_equal",
+                    "logical_and", "logical_or"}
+assert BINGRADS.keys() | ZERO_GRAD_BINOPS == BINOPS.keys()
+
+
+def _no_grad(n: int):
+    return lambda ctx, p, *_: [None] * n
+
+
+for _name, _bc in [(n, False) for n in BINARY] + [(n, True) for n in BROADCAST]:
+    _s = _short(_name)
+    if OPS[_name].grad_reads is not None:
+        continue  # add / sub / mul / div above
+    if _s in ZERO_GRAD_BINOPS:
+        differentiable(OPS[_name], ())(_no_grad(2))
+    else:
+        differentiable(OPS[_name], ("ograd0", "in0", "in1", "out0"))(_binary_grad(BINGRADS[_s], _bc))
+
+# ---- scalar ops: op -> (forward values read, fn(b, g, *values, s)); None: zero gradient
+SCALAR_GRADS = {
+    "_plus_scalar": ((), lambda b, g, s: g),
+    "_minus_scalar": ((), lambda b, g, s: g),
+    "_rminus_scalar": ((), lambda b, g, s: b.neg(g)),
+    "_mul_scalar": ((), lambda b, g, s: b.mul(g, s)),
+    "_div_scalar": ((), lambda b, g, s: b.div(g, s)),
+    "_rdiv_scalar": (("in0",), lambda b, g, x, s: b.mul(g, b.div(-s, _sq(b, x)))),
+    "_mod_scalar": ((), lambda b, g, s: g),
+    "_rmod_scalar": (("in0",), lambda b, g, x, s: b.neg(b.mul(g, b.unary("floor", b.div(s, x))))),
+    "_power_scalar": (("in0",), lambda b, g, x, s: b.mul(g, b.mul(b.pow(x, s - 1.0), s))),
+    "_rpower_scalar": (("out0",), lambda b, g, y, s: b.mul(g, b.mul(y, math.log(s) if s > 0 else math.nan))),
+    "_maximum_scalar": (("in0",), lambda b, g, x, s: _mask(b, b.compare(x, s, "GE"), g)),
+    "_minimum_scalar": (("in0",), lambda b, g, x, s: _mask(b, b.compare(x, s, "LE"), g)),
+    "_hypot_scalar": (("in0", "out0"), lambda b, g, x, y, s: b.mul(g, b.div(x, y))),
+    "_equal_scalar": ((), None), "_not_equal_scalar": ((), None),
+    "_greater_scalar": ((), None), "_greater_equal_scalar": ((), None),
+    "_lesser_scalar": ((), None), "_lesser_equal_scalar": ((), None),
+    "_logical_and_scalar": ((), None), "_logical_or_scalar": ((), None),
+}
+assert SCALAR_GRADS.keys() == SCALAR.keys()
+
+
+def _scalar_grad(fn):
+    def rule(ctx, p, *vals):
+        return [fn(ctx.b, *vals, float(p.scalar)) if fn else None]
+    return rule
+
+
+for _name, (_reads, _fn) in SCALAR_GRADS.items():
+    differentiable(OPS[_name], ("ograd0",) + _reads if _fn else ())(_scalar_grad(_fn))
+
+
+@differentiable(OPS["clip"], ("ograd0", "in0"))
+def _clip_grad(ctx, p: ClipParam, g, x):
+    """MXNet clip_grad: passes where a_min <= x <= a_max (bounds inclusive)."""
+    b = ctx.b
+    inside = _bool_op(b, "and", b.compare(x, p.a_min, "GE"), b.compare(x, p.a_max, "LE"))
+    return [_mask(b, inside, g)]
+
+
+@differentiable(OPS["Cast"], ("ograd0",))
+def _cast_grad(ctx, p, g):
+    return [ctx.b.convert(g, ctx.fwd_in_dtypes[0])]
+
+
+differentiable(OPS["ones_like"], ())(_no_grad(1))
+
+
+@differentiable(OPS["where"], ("ograd0", "in0"))
+def _where_grad(ctx, p, g, cond):
+    """x gets g where condition != 0, y where it is 0; the condition gets none."""
+    b = ctx.b
+    pred = _nonzero(b, cond)
+    if pred.shape != g.shape:  # 1-D condition selecting rows
+        pred = b.broadcast_in_dim(pred, g.shape, [0])
+    zero = b.full_like(g, 0.0)
+    return [None, b.select(pred, g, zero), b.select(pred, zero, g)]

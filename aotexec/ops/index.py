@@ -188,3 +188,69 @@ def _one_hot_lower(ctx, p: OneHotParam, idx):
     on, off = (b.full_like(hit, v, dtype=dtype) for v in (p.on_value, p.off_value))
     return b.select(hit, on, off)
 
+
+
+# ---------------------------------------------------------------- gradient rules
+from ..lowering.emitter import scatter_add_rows  # noqa: E402
+from .registry import differentiable  # noqa: E402
+
+
+@differentiable(OPS["dot"], ("ograd0", "in0", "in1"))
+def _dot_grad(ctx, p: DotParam, g, a, c):
+    b = ctx.b
+    A = _reverse_axes(b, a) if p.transpose_a else a
+    C = _reverse_axes(b, c) if p.transpose_b else c
+    g = b.reshape(g, A.shape[:-1] + C.shape[1:])
+    na, nc = A.ndim - 1, C.ndim - 1                   # free dims of A (leading), of C (trailing)
+    dA = b.dot_general(g, C, contract=(list(range(na, na + nc)), list(range(1, C.ndim))))
+    dC = b.dot_general(A, g, contract=(list(range(na)), list(range(na))))
+    return [_reverse_axes(b, dA) if p.transpose_a else dA, _reverse_axes(b, dC) if p.transpose_b else dC]
+
+
+@differentiable(OPS["batch_dot"], ("ograd0", "in0", "in1"))
+def _batch_dot_grad(ctx, p: DotParam, g, a, c):
+    # canonical a: (B, M, K), c: (B, K, N), g: (B, M, N)
+    b = ctx.b
+    da = b.dot_general(g, c, contract=([2], [1 if p.transpose_b else 2]), batch=([0], [0]))   # (B, M, K)
+    dc = b.dot_general(a, g, contract=([2 if p.transpose_a else 1], [1]), batch=([0], [0]))   # (B, K, N)
+    return [b.transpose(da, [0, 2, 1]) if p.transpose_a else da,
+            b.transpose(dc, [0, 2, 1]) if p.transpose_b else dc]
+
+
+@differentiable(OPS["take"], ("ograd0", "in1"))
+def _take_grad(ctx, p: TakeParam, g, idx):
+    """Scatter-add the rows' gradients back to the (clipped / wrapped) ids; indices get none."""
+    shape = ctx.fwd_in_shapes[0]
+    ax = norm_axis(p.axis, len(shape))
+    i = _int_index(ctx.b, idx, shape[ax], p.mode)
+    return [scatter_add_rows(ctx.b, shape, i, g, ax), None]
+
+
+def _unpick(b, g, idx, shape, ax: int):
+    """Zeros of ``shape`` holding g at the picked positions (idx: int32 shaped like shape without ``ax``)."""
+    keep = [i for i in range(len(shape)) if i != ax]
+    hit = b.compare(b.iota(shape, ax, "int32"), b.broadcast_in_dim(idx, shape, keep), "EQ")
+    gb = b.broadcast_in_dim(g, shape, keep)
+    return b.select(hit, gb, b.full_like(gb, 0.0))
+
+
+@differentiable(OPS["pick"], ("ograd0", "in1"))
+def _pick_grad(ctx, p: PickParam, g, idx):
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    flat = (prod(shape),) if p.axis is None else tuple(shape)
+    ax = 0 if p.axis is None else norm_axis(p.axis, len(shape))
+    rest = tuple(d for i, d in enumerate(flat) if i != ax)
+    i = _int_index(b, b.reshape(idx, rest), flat[ax], p.mode)
+    return [b.reshape(_unpick(b, b.reshape(g, rest), i, flat, ax), shape), None]
+
+
+@differentiable(OPS["batch_take"], ("ograd0", "in1"))
+def _batch_take_grad(ctx, p, g, idx):
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    n = int(prod(idx.shape))
+    m = int(prod(shape)) // n
+    i = _int_index(b, b.reshape(idx, (n,)), m, "clip")
+    return [b.reshape(_unpick(b, b.reshape(g, (n,)), i, (n, m), 1), shape), None]
+
+
+differentiable(OPS["one_hot"], ())(lambda ctx, p: [None])

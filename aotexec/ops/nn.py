@@ -505,18 +505,20 @@ def _pool_lower(ctx, p: PoolingParam, x):
     window, strides = (1, 1) + tuple(kernel), (1, 1) + tuple(stride)
     # high padding: `pad`, plus what the full convention's last window overhangs
     pads = [(0, 0), (0, 0)] + [(q, max((o - 1) * s + k - xi - q, 0))
-                               for xi, o, k, s, q in zip(x.shape[2:], out[2:], kernel, stride, pad)]
+                               for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
     # crop the tail no window reads: IREE 3.13 miscompiles e.g. a 2x2/2 window over 3x3 -> 1x1
-    used = [min(xi, (o - 1) * s + k - q) for xi, o, k, s, q in zip(x.shape[2:], out[2:], kernel, stride, pad)]
-    if tuple(used) != x.shape[2:]:
+    used = [min(xi, (o - 1) * s + k - q) for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
+    if tuple(used) != in_sp:
         x = b.slice(x, [0] * x.ndim, x.shape[:2] + tuple(used))
     if p.pool_type == "max":
         return [b.reduce_window(x, "max", window, strides, pads, out), None]
     if p.pool_type == "lp":
+        # pool_utils.h: x^p summed, then the p-th root; p = 1, 2, 3 exact (no abs, as MXNet)
         pv = p.p_value
-        xp = x if pv == 1 else (b.mul(x, x) if pv == 2 else b.pow(x, float(pv)))
-        y = b.reduce_window(xp, "add", window, strides, pads, out)
-        return y if pv == 1 else (b.sqrt(y) if pv == 2 else b.pow(y, 1.0 / pv))
+        powers = {1: lambda v: v, 2: lambda v: b.mul(v, v), 3: lambda v: b.mul(b.mul(v, v), v)}
+        roots = {1: lambda v: v, 2: b.sqrt, 3: lambda v: b.unary("cbrt", v)}
+        y = b.reduce_window(powers.get(pv, lambda v: b.pow(v, float(pv)))(x), "add", window, strides, pads, out)
+        return roots.get(pv, lambda v: b.pow(v, 1.0 / pv))(y)
     y = b.reduce_window(x, "add", window, strides, pads, out)
     if p.pool_type == "sum":
         return y
@@ -567,22 +569,28 @@ def _leaky_relu_lower(ctx, p: LeakyReLUParam, x, gamma=None):
 
 
 # --- BatchNorm lowering ---
+def batch_norm_stats(b, x, axis: int):
+    """Batch mean and biased variance over all axes but ``axis`` (also what the moving
+    averages are updated with)."""
+    others = [i for i in range(x.ndim) if i != axis]
+    n = float(prod(x.shape[i] for i in others))
+    mean = b.div(b.reduce(x, others), n)
+    xc = b.sub(x, b.broadcast_in_dim(mean, x.shape, [axis]))
+    return mean, b.div(b.reduce(b.mul(xc, xc), others), n)
+
+
 @lowers(BatchNorm)
 def _batch_norm_lower(ctx, p: BatchNormParam, x, gamma, beta, moving_mean, moving_var):
     """Outputs [out, mean, inv_std]: MXNet 1.9.1 (native and oneDNN) writes 1/sqrt(var + eps)
     to the 'var' output, batch stats in training, moving stats otherwise."""
     b = ctx.b
     axis = p.axis % x.ndim
-    others = [i for i in range(x.ndim) if i != axis]
     bc = lambda v: b.broadcast_in_dim(v, x.shape, [axis])  # noqa: E731
     if ctx.is_train and not p.use_global_stats:
-        n = float(prod(x.shape[i] for i in others))
-        mean = b.div(b.reduce(x, others), n)
-        xc = b.sub(x, bc(mean))
-        var = b.div(b.reduce(b.mul(xc, xc), others), n)   # biased
+        mean, var = batch_norm_stats(b, x, axis)
     else:
         mean, var = moving_mean, moving_var
-        xc = b.sub(x, bc(mean))
+    xc = b.sub(x, bc(mean))
     inv_std = b.rsqrt(b.add(var, p.eps))
     scale = inv_std if p.fix_gamma else b.mul(inv_std, gamma)
     return [b.add(b.mul(xc, bc(scale)), bc(beta)), mean, inv_std]

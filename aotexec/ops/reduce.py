@@ -150,3 +150,64 @@ def _arg_rule(kind: str):
 
 lowers(OPS["argmax"])(_arg_rule("max"))
 lowers(OPS["argmin"])(_arg_rule("min"))
+
+
+# ---------------------------------------------------------------- gradient rules
+from .registry import differentiable  # noqa: E402
+
+
+def _expand(b, v, shape, axes):
+    """A reduced value (any keepdims / (1,) form) broadcast back over ``shape``."""
+    keep = [i for i in range(len(shape)) if i not in axes]
+    v = b.reshape(v, tuple(shape[i] for i in keep))
+    return b.broadcast_in_dim(v, shape, keep)
+
+
+def _nan(b, x):
+    return b.compare(x, x, "NE")
+
+
+# op -> (forward values read besides ograd0, fn(b, g, x, y) -> gradient; g and y broadcast to x's shape)
+# MXNet: ReduceAxesBackwardUseInOut<eq> gives max/min's gradient to every tied element.
+REDUCE_GRADS = {
+    "sum": ((), lambda b, g, x, y: g),
+    "mean": ((), lambda b, g, x, y: g),  # scaled in the rule
+    "max": (("in0", "out0"), lambda b, g, x, y: b.select(b.compare(x, y, "EQ"), g, b.full_like(g, 0.0))),
+    "min": (("in0", "out0"), lambda b, g, x, y: b.select(b.compare(x, y, "EQ"), g, b.full_like(g, 0.0))),
+    "prod": (("in0", "out0"), lambda b, g, x, y: b.mul(g, b.div(y, x))),
+    "nansum": (("in0",), lambda b, g, x, y: b.select(_nan(b, x), b.full_like(g, 0.0), g)),
+    "nanprod": (("in0", "out0"), lambda b, g, x, y: b.select(_nan(b, x), b.full_like(g, 0.0), b.mul(g, b.div(y, x)))),
+}
+assert REDUCE_GRADS.keys() == REDUCE.keys()
+
+
+def _reduce_grad(fn, reads, mean: bool):
+    def rule(ctx, p: ReduceParam, g, *vals):
+        b, shape = ctx.b, ctx.fwd_in_shapes[0]
+        axes = p.axes(len(shape))
+        x = vals[0] if "in0" in reads else None
+        y = _expand(b, vals[-1], shape, axes) if "out0" in reads else None
+        gx = fn(b, _expand(b, g, shape, axes), x, y)
+        if mean:
+            gx = b.div(gx, float(prod([shape[a] for a in axes])))
+        return [gx]
+    return rule
+
+
+for _name, (_reads, _fn) in REDUCE_GRADS.items():
+    differentiable(OPS[_name], ("ograd0",) + _reads)(_reduce_grad(_fn, _reads, _name == "mean"))
+
+
+@differentiable(OPS["norm"], lambda p: ["ograd0", "in0"] + (["out0"] if p.ord == 2 else []))
+def _norm_grad(ctx, p: NormParam, g, x, *out):
+    """ord 1: sign(x) g; ord 2: x / norm g (MXNet's LpNormGradCompute)."""
+    b = ctx.b
+    axes = p.axes(x.ndim)
+    g = _expand(b, g, x.shape, axes)
+    if p.ord == 1:
+        return [b.mul(g, b.unary("sign", x))]
+    return [b.mul(g, b.div(x, _expand(b, out[0], x.shape, axes)))]
+
+
+for _name in ("argmax", "argmin"):
+    differentiable(OPS[_name], ())(lambda ctx, p: [None])

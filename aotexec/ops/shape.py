@@ -511,3 +511,134 @@ def _repeat_lower(ctx, p: RepeatParam, x):
 @lowers(OPS["broadcast_to"], OPS["broadcast_axis"], OPS["broadcast_like"])
 def _broadcast_lower(ctx, p, x, *like):
     return ctx.b.broadcast_to(x, ctx.out_shapes[0])
+
+
+# ---------------------------------------------------------------- gradient rules
+from ..lowering.emitter import unbroadcast  # noqa: E402
+from .registry import differentiable  # noqa: E402
+
+
+def _reshape_back(ctx, p, g):
+    return [ctx.b.reshape(g, ctx.fwd_in_shapes[0])] + [None] * (len(ctx.fwd_in_shapes) - 1)  # reshape_like: rhs
+
+
+for _name in ("Flatten", "Reshape", "expand_dims", "squeeze", "reshape_like"):
+    differentiable(OPS[_name], ("ograd0",))(_reshape_back)
+
+
+def _inverse(perm):
+    inv = [0] * len(perm)
+    for i, a in enumerate(perm):
+        inv[a] = i
+    return inv
+
+
+@differentiable(OPS["transpose"], ("ograd0",))
+def _transpose_grad(ctx, p: TransposeParam, g):
+    perm = [norm_axis(a, g.ndim) for a in p.axes] if p.axes else list(reversed(range(g.ndim)))
+    return [ctx.b.transpose(g, _inverse(perm))]
+
+
+@differentiable(OPS["SwapAxis"], ("ograd0",))
+def _swapaxis_grad(ctx, p: SwapAxisParam, g):
+    return [_swapaxis_lower(ctx, p, g)]  # a swap is its own inverse
+
+
+@differentiable(OPS["Concat"], ("ograd0",))
+def _concat_grad(ctx, p: ConcatParam, g):
+    ax = norm_axis(p.dim, g.ndim)
+    out, lo = [], 0
+    for s in ctx.fwd_in_shapes:
+        out.append(_slice_axis(ctx.b, g, ax, lo, lo + s[ax]))
+        lo += s[ax]
+    return out
+
+
+def _unsplit(ctx, gs, ax: int, bounds):
+    """Concatenate the outputs' gradients (squeezed axes restored); zeros outside the bounds."""
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    parts = [b.reshape(g, shape[:ax] + (hi - lo,) + shape[ax + 1:]) for g, (lo, hi) in zip(gs, bounds)]
+    low, high = [0] * len(shape), [0] * len(shape)
+    low[ax], high[ax] = bounds[0][0], shape[ax] - bounds[-1][1]
+    return [b.pad(b.concatenate(parts, ax), 0.0, low, high)]
+
+
+@differentiable(OPS["SliceChannel"], lambda p: [f"ograd{i}" for i in range(p.num_outputs)])
+def _slice_channel_grad(ctx, p: SliceChannelParam, *gs):
+    n = ctx.fwd_in_shapes[0]
+    ax = norm_axis(p.axis, len(n))
+    step = n[ax] // p.num_outputs
+    return _unsplit(ctx, gs, ax, [(i * step, (i + 1) * step) for i in range(p.num_outputs)])
+
+
+@differentiable(OPS["_split_v2"], lambda p: [f"ograd{i}" for i in range(len(OPS["_split_v2"].output_names(p)))])
+def _split_v2_grad(ctx, p: SplitV2Param, *gs):
+    n = ctx.fwd_in_shapes[0]
+    ax = norm_axis(p.axis, len(n))
+    return _unsplit(ctx, gs, ax, p.bounds(n[ax]))
+
+
+@differentiable(OPS["slice"], ("ograd0",))
+def _slice_grad(ctx, p: SliceParam, g):
+    """Scatter g into zeros: pad (interior padding for the strides), undo the reversal of negative steps."""
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    ranges = p.ranges(shape)
+    if any(len(range(*r)) == 0 for r in ranges):
+        return [None]
+    low, high, interior = [], [], []
+    for n, (lo, hi, s) in zip(shape, ranges):
+        count = len(range(lo, hi, s))
+        first = lo if s > 0 else n - 1 - lo
+        last = first + (count - 1) * abs(s)
+        low.append(first)
+        high.append(n - 1 - last)
+        interior.append(abs(s) - 1)
+    gx = b.pad(g, 0.0, low, high, interior)
+    neg = [i for i, (_, _, s) in enumerate(ranges) if s < 0]
+    return [b.reverse(gx, neg) if neg else gx]
+
+
+@differentiable(OPS["slice_axis"], ("ograd0",))
+def _slice_axis_grad(ctx, p: SliceAxisParam, g):
+    shape = ctx.fwd_in_shapes[0]
+    ax = norm_axis(p.axis, len(shape))
+    lo, hi, _ = slice(p.begin, p.end).indices(shape[ax])
+    if hi <= lo:
+        return [None]
+    low, high = [0] * len(shape), [0] * len(shape)
+    low[ax], high[ax] = lo, shape[ax] - hi
+    return [ctx.b.pad(g, 0.0, low, high)]
+
+
+@differentiable(OPS["stack"], ("ograd0",))
+def _stack_grad(ctx, p: StackParam, g):
+    ax = norm_axis(p.axis, g.ndim)
+    return [ctx.b.reshape(_slice_axis(ctx.b, g, ax, i, i + 1), s) for i, s in enumerate(ctx.fwd_in_shapes)]
+
+
+@differentiable(OPS["tile"], ("ograd0",))
+def _tile_grad(ctx, p: TileParam, g):
+    # (r0*d0, r1*d1..) -> (r0, d0, r1, d1..) -> sum the r axes
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    nd = g.ndim
+    d = (1,) * (nd - len(shape)) + tuple(shape)
+    r = (1,) * (nd - len(p.reps)) + tuple(p.reps)
+    wide = b.reshape(g, [v for pair in zip(r, d) for v in pair])
+    return [b.reshape(b.reduce(wide, [2 * i for i in range(nd) if r[i] != 1]), shape)]
+
+
+@differentiable(OPS["repeat"], ("ograd0",))
+def _repeat_grad(ctx, p: RepeatParam, g):
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    flat = (prod(shape),) if p.axis is None else tuple(shape)
+    ax = 0 if p.axis is None else norm_axis(p.axis, len(shape))
+    wide = b.reshape(g, flat[:ax + 1] + (p.repeats,) + flat[ax + 1:])
+    return [b.reshape(b.reduce(wide, [ax + 1]), shape)]
+
+
+def _unbroadcast_grad(ctx, p, g):
+    return [unbroadcast(ctx.b, g, ctx.fwd_in_shapes[0])] + [None] * (len(ctx.fwd_in_shapes) - 1)
+
+
+for _name in ("broadcast_to", "broadcast_axis", "broadcast_like"):
+    differentiable(OPS[_name], ("ograd0",))(_unbroadcast_grad)

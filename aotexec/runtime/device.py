@@ -7,6 +7,7 @@ returning, so results are ready to read as soon as `invoke` returns.
 """
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import threading
@@ -58,6 +59,17 @@ def _unavailable(ctx: Context, driver: str, reason: str) -> AotexecError:
 
 
 _CPU_DRIVERS = ("local-task", "local-sync")
+
+# A Vulkan semaphore destroyed after its device during interpreter teardown
+# segfaults (IREE 3.13, lavapipe); release every semaphore first, at exit.
+_semaphore_owners: list = []
+
+
+@atexit.register
+def _release_semaphores() -> None:
+    for dev in _semaphore_owners:
+        dev._sem = None
+    _semaphore_owners.clear()
 
 
 def default_driver(ctx: Context) -> str:
@@ -127,6 +139,7 @@ class Device:
         self.allocator: rt.HalAllocator = hal_device.allocator
         self._is_local = driver.startswith("local-")
         self._sem = hal_device.create_semaphore(0)
+        _semaphore_owners.append(self)
         self._sem_value = 0
         self._queue_lock = threading.Lock()
 
