@@ -269,7 +269,9 @@ class Executor:
                 raise ValueError(f"Find name {name} that is not in the auxiliary states")
 
     def debug_str(self) -> str:
-        return str(self._typing.graph)
+        """The execution plan in MXNet's format, ending with ``Total N MB allocated``."""
+        from ..debug_str import render
+        return render(self._symbol, self._typing, self._wrt)
 
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} on {self._ctx}>"

@@ -1,0 +1,55 @@
+"""``Executor.debug_str()``: the full graph in MXNet's layout (graph_executor.cc).
+
+The text lists the graph's outputs, then every node in execution order
+(variables as ``Variable:<name>``, ops with inputs, attributes and control
+dependencies), and ends with exactly two lines that tools such as memonger
+parse: ``Total N MB allocated`` (from the memory plan) and the TempSpace line.
+"""
+from __future__ import annotations
+
+from .graph import Entry, IndexedGraph
+from .passes.gradient import build_gradient_graph
+from .passes.infer import Typing, infer
+from .passes.plan_memory import plan_memory
+
+
+def full_graph(symbol, wrt: list[str]) -> tuple[list[Entry], list[Entry]]:
+    """(heads shown as outputs, all heads including aux updates)."""
+    if not wrt:
+        return list(symbol._outputs), list(symbol._outputs)
+    gg = build_gradient_graph(symbol._outputs, wrt)
+    shown = gg.forward_heads + list(gg.grad_heads.values())
+    return shown, gg.heads
+
+
+def render(symbol, typing: Typing, wrt: list[str]) -> str:
+    shown, heads = full_graph(symbol, wrt)
+    g = IndexedGraph(heads)
+    fg = typing.graph
+    shapes = {n.name: typing.node_shape(n) for n in fg.variables()}
+    dtypes = {n.name: typing.node_dtype(n) for n in fg.variables()}
+    full = infer(g, shapes, dtypes)
+    plan = plan_memory(full)
+    lines = ["Symbol Outputs:"]
+    lines += [f"\toutput[{i}]={e.node.name}({e.index})" for i, e in enumerate(shown)]
+    for n in g.nodes:
+        if n.op is None:
+            lines.append(f"Variable:{n.name}")
+            continue
+        lines.append("--------------------")
+        lines.append(f"Op:{n.op.name}, Name={n.name}")
+        lines.append("Inputs:")
+        aux = set(n.aux_positions())
+        for i, e in enumerate(n.inputs):
+            version = f" version={int(i in aux)}" if e.node.is_variable else ""
+            lines.append(f"\targ[{i}]={e.node.name}({e.index}){version}")
+        attrs = {k: v for k, v in n.attrs.items() if not (k.startswith("__") and k.endswith("__"))}
+        if attrs:
+            lines.append("Attrs:")
+            lines += [f"\t{k}={v}" for k, v in sorted(attrs.items())]
+        if n.control_deps:
+            lines.append("Control deps:")
+            lines += [f"\tcdep[{i}]={c.name}" for i, c in enumerate(n.control_deps)]
+    lines.append(f"Total {plan.total_bytes >> 20} MB allocated")
+    lines.append("Total 11 TempSpace resource requested")
+    return "\n".join(lines) + "\n"
