@@ -155,3 +155,41 @@ def _identity_loss_lower(ctx, p, x, label=None):
 @lowers(OPS["LogisticRegressionOutput"])
 def _logistic_regression_lower(ctx, p: RegressionOutputParam, x, label):
     return ctx.b.logistic(x)
+
+
+# ---------------------------------------------------------------- gradient rules
+from .registry import differentiable  # noqa: E402
+
+
+@differentiable(SoftmaxOutput, ("out0", "in1"))
+def _softmax_output_grad(ctx, p: SoftmaxOutputParam, y, label):
+    """(softmax - onehot(label)) * grad_scale / normalizer; the head gradient is ignored (MXNet)."""
+    b = ctx.b
+    axis = 1 if p.multi_output else y.ndim - 1
+    if not p.multi_output and not p.preserve_shape and y.ndim > 2:
+        axis = 1  # flattened to (N, prod(rest)) in forward; label is (N,)
+    yv = y if (p.multi_output or y.ndim == 2 or p.preserve_shape) else b.reshape(y, (y.shape[0], prod(y.shape[1:])))
+    lab = b.reshape(label, tuple(d for i, d in enumerate(yv.shape) if i != axis))
+    ids = b.convert(lab, "int32")
+    classes = b.iota(yv.shape, axis, "int32")
+    onehot = b.compare(classes, b.broadcast_in_dim(ids, yv.shape, [i for i in range(yv.ndim) if i != axis]), "EQ")
+    grad = b.sub(yv, b.convert(onehot, yv.dtype))
+    keep = None
+    if p.use_ignore:
+        keep = b.compare(lab, p.ignore_label, "NE")
+        grad = b.select(b.broadcast_in_dim(keep, yv.shape, [i for i in range(yv.ndim) if i != axis]),
+                        grad, b.full_like(grad, 0.0))
+    scale = p.grad_scale
+    if p.normalization == "batch":
+        scale /= yv.shape[0]
+    elif p.normalization == "valid":
+        n = float(prod(lab.shape))
+        if keep is not None:
+            valid = b.reduce(b.convert(keep, yv.dtype), list(range(lab.ndim)), "add")
+            grad = b.div(grad, b.broadcast_in_dim(b.max(valid, 1.0), yv.shape, []))
+        else:
+            scale /= n
+    if p.multi_output and p.normalization == "null":
+        scale /= float(prod(y.shape[2:]))   # MXNet 1.9.1 averages over the spatial positions
+    grad = b.mul(grad, scale) if scale != 1.0 else grad
+    return [b.reshape(grad, y.shape), None]

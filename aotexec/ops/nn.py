@@ -35,13 +35,19 @@ def _fc_shape(p: FullyConnectedParam, ins, outs):
     data = ins[0]
     ins = list(ins)
     out = outs[0]
+    feature_dims = (data[1:] if p.flatten else data[-1:]) if data is not None else None
+    if feature_dims is not None and known(feature_dims) and len(data) >= 1:
+        # the weight needs only the feature dims (MXNet infers it from a (0, k) data shape)
+        ins[1] = (p.num_hidden, prod(feature_dims))
+        if not p.no_bias:
+            ins[2] = (p.num_hidden,)
     if data is not None and known(data):
         k = prod(data[1:]) if p.flatten else data[-1]
         ins[1] = (p.num_hidden, k)
         if not p.no_bias:
             ins[2] = (p.num_hidden,)
         out = (data[0], p.num_hidden) if p.flatten else tuple(data[:-1]) + (p.num_hidden,)
-    elif data is not None and p.flatten and data[0] >= 0:
+    elif data is not None and p.flatten:
         out = merge(out, (data[0], p.num_hidden))
     if out is not None and data is not None and p.flatten and out[0] >= 0 and data[0] < 0:
         ins[0] = (out[0],) + tuple(data[1:])
@@ -246,7 +252,7 @@ LeakyReLU = define(
     "LeakyReLU", params=LeakyReLUParam,
     inputs=lambda p: ["data", "gamma"] if p.act_type == "prelu" else ["data"],
     outputs=lambda p: ["output", "mask"] if p.act_type == "rrelu" else ["output"],
-    num_visible=lambda p: 1, infer_shape=_lrelu_shape, infer_type=same_dtype)
+    num_visible=lambda p: 1, aux_init={"gamma": '["Constant", {"value": 0.25}]'}, infer_shape=_lrelu_shape, infer_type=same_dtype)
 
 
 # --- BatchNorm (src/operator/nn/batch_norm.cc, BatchNormShape) ---
@@ -652,3 +658,51 @@ def _embedding_lower(ctx, p: EmbeddingParam, ids, w):
     else:
         idx = b.clamp(0, b.convert(ids, "int32"), p.input_dim - 1)
     return b.gather_rows(w, idx, 0)
+
+
+# ---------------------------------------------------------------- gradient rules
+from .registry import differentiable  # noqa: E402
+
+
+@differentiable(FullyConnected, ("ograd0", "in0", "in1"))
+def _fc_grad(ctx, p: FullyConnectedParam, g, x, w):
+    """MXNet's _backward_FullyConnected: [d data, d weight, d bias]."""
+    b = ctx.b
+    x2 = b.reshape(x, (x.shape[0], prod(x.shape[1:]))) if p.flatten else \
+        b.reshape(x, (prod(x.shape[:-1]), x.shape[-1]))
+    g2 = b.reshape(g, (x2.shape[0], p.num_hidden))
+    dx = b.reshape(b.dot_general(g2, w, contract=([1], [0])), x.shape)
+    dw = b.dot_general(g2, x2, contract=([0], [0]))
+    grads = [dx, dw]
+    if not p.no_bias:
+        grads.append(b.reduce(g2, [0], "add"))
+    return grads
+
+
+def activation_grad(b, act_type: str, g, y):
+    """d act / d x from the output y (MXNet computes these from the output too)."""
+    if act_type == "relu":
+        return b.select(b.compare(y, 0.0, "GT"), g, b.full_like(g, 0.0))
+    if act_type == "sigmoid":
+        return b.mul(g, b.mul(y, b.sub(b.full_like(y, 1.0), y)))
+    if act_type == "tanh":
+        return b.mul(g, b.sub(b.full_like(y, 1.0), b.mul(y, y)))
+    if act_type == "softrelu":   # y = log(1 + e^x): dy/dx = 1 - e^-y
+        return b.mul(g, b.sub(b.full_like(y, 1.0), b.exp(b.neg(y))))
+    raise ValueError(f"activation_grad: {act_type} needs the input")
+
+
+@differentiable(Activation, lambda p: ["ograd0", "in0" if p.act_type in ("softsign", "log_sigmoid", "mish") else "out0"])
+def _activation_grad(ctx, p: ActivationParam, g, v):
+    b = ctx.b
+    if p.act_type == "softsign":   # v is x: d/dx x/(1+|x|) = 1/(1+|x|)^2
+        d = b.add(b.abs(v), 1.0)
+        return [b.div(g, b.mul(d, d))]
+    if p.act_type == "log_sigmoid":   # v is x: 1 - sigmoid(x)
+        return [b.mul(g, b.sub(b.full_like(v, 1.0), b.logistic(v)))]
+    if p.act_type == "mish":   # v is x
+        sp = activation(b, "softrelu", v)
+        t = b.tanh(sp)
+        dt = b.mul(b.sub(b.full_like(t, 1.0), b.mul(t, t)), b.logistic(v))
+        return [b.mul(g, b.add(t, b.mul(v, dt)))]
+    return [activation_grad(b, p.act_type, g, v)]

@@ -42,7 +42,7 @@ class OpDef:
     variadic: str | None = None          # param holding the number of inputs (Concat: num_args)
     hint: str | None = None              # automatic-name prefix, default name.lower()
     is_loss: bool = False                # needs no head gradient
-    aux_init: dict[str, str] = field(default_factory=dict)   # __init__ attr of auto aux vars
+    aux_init: dict[str, str] = field(default_factory=dict)   # __init__ attr of auto-created input vars
     no_grad_inputs: tuple[str, ...] = ()                     # labels / indices
     doc: str = ""
     # gradient (nnvm FGradient): the backward node reads these forward values

@@ -124,7 +124,6 @@ def create(op: OpDef, hint: str, args: tuple, kwargs: dict) -> Symbol:
             raise TypeError(f"{op.name}() got an unexpected keyword argument '{k}'; its inputs are "
                             f"{', '.join(input_names) or 'none'}")
         given[k] = v
-    aux = set(op.aux_names(p))
     for iname in input_names:
         if iname in given:
             s = given[iname]
@@ -134,7 +133,7 @@ def create(op: OpDef, hint: str, args: tuple, kwargs: dict) -> Symbol:
             node.inputs.append(s._outputs[0])
         else:
             vattrs = dict(attrs)
-            if iname in aux and iname in op.aux_init:
+            if iname in op.aux_init:   # MXNet's FSetInputVarAttrOnCompose (BatchNorm aux, prelu gamma)
                 vattrs["__init__"] = op.aux_init[iname]
             node.inputs.append(Entry(Node(None, f"{name}_{iname}", vattrs)))
     return Symbol([Entry(node, i) for i in range(node.num_visible_outputs)])

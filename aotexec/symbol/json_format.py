@@ -51,7 +51,11 @@ def _node_attrs(item: dict, where: str) -> dict[str, str]:
             continue
         if not isinstance(val, dict):
             raise AotexecError(f"malformed symbol JSON: '{key}' of {where} must be an object")
-        attrs.update({str(k): str(v) for k, v in val.items()})
+        if key == "attr":   # pre-1.0 files spell hidden keys bare (ctx_group, lr_mult)
+            from .symbol import attr_key
+            attrs.update({attr_key(str(k)): str(v) for k, v in val.items()})
+        else:
+            attrs.update({str(k): str(v) for k, v in val.items()})
     return attrs
 
 

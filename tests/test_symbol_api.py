@@ -1,0 +1,130 @@
+"""Symbol API conveniences and bad-input errors (MXNet 1.x behaviour)."""
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+import aotexec as ax
+
+S = ax.sym
+
+
+def test_unknown_op_in_json_names_op_and_node():
+    doc = {"nodes": [{"op": "null", "name": "x", "inputs": []},
+                     {"op": "FancyOp", "name": "fancy1", "inputs": [[0, 0, 0]]}],
+           "arg_nodes": [0], "heads": [[1, 0, 0]]}
+    with pytest.raises(ax.MXNetError, match="FancyOp.*fancy1"):
+        S.load_json(json.dumps(doc))
+
+
+def test_missing_required_parameter_names_it():
+    with pytest.raises(ax.MXNetError, match="Required parameter num_hidden of int is not presented.*fc9"):
+        S.FullyConnected(S.Variable("x"), name="fc9")
+    doc = {"nodes": [{"op": "null", "name": "x", "inputs": []},
+                     {"op": "Convolution", "name": "c1", "attrs": {"kernel": "(3, 3)"}, "inputs": [[0, 0, 0]]}],
+           "heads": [[1, 0, 0]]}
+    with pytest.raises(ax.MXNetError, match="num_filter.*c1"):
+        S.load_json(json.dumps(doc))
+
+
+def test_bad_parameter_value_and_unknown_parameter():
+    with pytest.raises(ax.MXNetError, match="num_hidden"):
+        S.FullyConnected(S.Variable("x"), num_hidden="many", name="fc")
+    with pytest.raises(ax.MXNetError, match="Cannot find argument 'bogus'"):
+        S.FullyConnected(S.Variable("x"), num_hidden=2, bogus=1)
+
+
+@pytest.mark.parametrize("text,match", [
+    ("{not json", "malformed symbol JSON"),
+    ("[]", "expected an object"),
+    ('{"nodes": [{"op": "null"}], "heads": []}', "needs 'op' and 'name'"),
+    ('{"nodes": [{"op": "relu", "name": "r", "inputs": [[5, 0, 0]]}], "heads": [[0, 0, 0]]}', "not an earlier node"),
+    ('{"nodes": [{"op": "null", "name": "x", "inputs": []}], "heads": [[3, 0, 0]]}', "bad head"),
+])
+def test_malformed_json_is_a_clear_error(text, match):
+    with pytest.raises(ax.MXNetError, match=match):
+        S.load_json(text)
+
+
+def test_contradictory_shapes_name_node_and_shapes():
+    a, b = S.Variable("a"), S.Variable("b")
+    with pytest.raises(ax.MXNetError, match=r"Error in operator _plus0: Shape inconsistent, Provided = \[4,3\], inferred shape=\(2,3\)"):
+        with ax.name.NameManager():
+            (a + b).infer_shape(a=(4, 3), b=(2, 3))
+
+
+def test_pre_1_0_json_with_param_and_attr_keys():
+    old = {"nodes": [{"op": "null", "name": "data", "param": {}, "inputs": [], "backward_source_id": -1},
+                     {"op": "null", "name": "fc_weight", "param": {}, "inputs": [], "backward_source_id": -1},
+                     {"op": "null", "name": "fc_bias", "param": {}, "inputs": [], "backward_source_id": -1},
+                     {"op": "FullyConnected", "name": "fc", "param": {"no_bias": "False", "num_hidden": "7"},
+                      "attr": {"ctx_group": "stage1"}, "inputs": [[0, 0], [1, 0], [2, 0]], "backward_source_id": -1}],
+           "arg_nodes": [0, 1, 2], "heads": [[3, 0]]}
+    s = S.load_json(json.dumps(old))
+    assert s.list_arguments() == ["data", "fc_weight", "fc_bias"]
+    assert s.infer_shape(data=(2, 5))[1] == [(2, 7)]
+
+
+def test_python_operators_fluent_methods_and_reflected_scalars():
+    with ax.name.NameManager():
+        x, y = S.Variable("x"), S.Variable("y")
+        ops = [(x % y).name, (2 / x).name, (1 - x).name, (2 ** x).name, (-x).name, abs(x).name,
+               (x == 1).name, (x < y).name]
+    assert ops == ["_mod0", "_rdivscalar0", "_rminusscalar0", "_rpowerscalar0", "_mulscalar0", "abs0",
+                   "_equal_scalar0", "_lesser0"]
+    r = x.reshape((0, -1)).sum(axis=1)
+    assert r.infer_shape(x=(2, 3, 4))[1] == [(2,)]
+    assert x.astype("float16").infer_type(x=np.float32)[1] == [np.float16]
+
+
+def test_group_indexing_internals_children_len_iter():
+    x = S.Variable("x")
+    fc = S.FullyConnected(x, num_hidden=3, name="fc")
+    g = S.Group([fc, S.relu(fc, name="r")])
+    assert len(g) == 2 and [s.name for s in g] == ["fc", "r"]
+    assert g["r_output"].name == "r" and g[0].name == "fc"
+    assert fc.get_internals().list_outputs() == ["x", "fc_weight", "fc_bias", "fc_output"]
+    assert fc.get_children().list_outputs() == ["x", "fc_weight", "fc_bias"]
+    assert x.get_children() is None
+    with pytest.raises(ax.base.NotImplementedForSymbol):
+        bool(x)
+
+
+def test_composition_deepcopy_pickle():
+    data = S.Variable("data")
+    net = S.FullyConnected(data, num_hidden=4, name="fc")
+    inner = S.Activation(S.Variable("z"), act_type="relu", name="act")
+    composed = net(data=inner)
+    assert composed.list_arguments() == ["z", "fc_weight", "fc_bias"]
+    assert net.list_arguments() == ["data", "fc_weight", "fc_bias"]
+    clone = copy.deepcopy(net)
+    assert clone.tojson() == net.tojson() and clone._outputs[0].node is not net._outputs[0].node
+    again = pickle.loads(pickle.dumps(net))
+    assert again.tojson() == net.tojson()
+
+
+def test_variable_attributes_and_attr_scope():
+    v = S.Variable("w", shape=(2, 3), dtype="float16", lr_mult=2.0, init='["zero", {}]', __foo__="bar")
+    assert v.attr("__shape__") == "(2, 3)" and v.attr("lr_mult") == "2.0" and v.attr("__foo__") == "bar"
+    assert v.infer_type()[0] == [np.float16]
+    with ax.AttrScope(ctx_group="dev1"):
+        fc = S.FullyConnected(S.Variable("d"), num_hidden=2, name="fc")
+    assert fc.attr("ctx_group") == "dev1" and fc.list_attr()["__ctx_group__"] == "dev1"
+    with pytest.raises(ValueError, match="double underscores"):
+        S.Variable("x", mood="happy")
+
+
+def test_legacy_unknown_shapes_and_np_shape():
+    x = S.Variable("x")
+    fc = S.FullyConnected(x, num_hidden=3, name="fc")
+    arg, out, _ = fc.infer_shape_partial(x=(0, 5))
+    assert arg == [(0, 5), (3, 5), (3,)] and out == [(0, 3)]
+    with ax.np_shape():
+        arg, out, _ = fc.infer_shape_partial(x=(-1, 5))
+        assert arg[0] == (-1, 5) and out == [(-1, 3)]
+        arg, _, _ = fc.infer_shape_partial()
+        assert arg[0] is None
