@@ -23,7 +23,7 @@ import numpy as np
 
 from .compiler import CompileOptions, compile_mlir, verify_mlir
 from .graph import Entry, IndexedGraph
-from .lowering.module import lower_function, module_text
+from .lowering.module import lower_function, module_text, uses_rng
 from .passes.gradient import GradientGraph, build_gradient_graph
 from .passes.infer import Typing, infer
 from .runtime.program import EntryPoint, ProgramSpec
@@ -73,12 +73,13 @@ def training_plan(symbol, typing: Typing, reqs: dict[str, str], mirror: bool = F
     return TrainingPlan(gg, full_typing, residuals, heads, wrt, add)
 
 
-def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names) -> EntryPoint:
+def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: bool = False) -> EntryPoint:
     def es(x):
         return Entry(x) if not isinstance(x, Entry) else x
-    return EntryPoint(name=name, inputs=list(in_names),
-                      input_shapes=[list(typing.shape_of(es(i))) for i in inputs],
-                      input_dtypes=[np.dtype(typing.dtype_of(es(i))).name for i in inputs],
+    extra = ([[2]], ["uint64"]) if rng else ([], [])
+    return EntryPoint(name=name, inputs=list(in_names) + (["rng"] if rng else []),
+                      input_shapes=[list(typing.shape_of(es(i))) for i in inputs] + extra[0],
+                      input_dtypes=[np.dtype(typing.dtype_of(es(i))).name for i in inputs] + extra[1],
                       outputs=list(out_names),
                       output_shapes=[list(typing.shape_of(o)) for o in outputs],
                       output_dtypes=[np.dtype(typing.dtype_of(o)).name for o in outputs])
@@ -115,7 +116,8 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
         if "forward_train" in train:
             outs = list(heads) + plan.residuals
             funcs.append(lower_function("forward_train", t, fvars, outs, is_train=True))
-            spec.entries["forward_train"] = _sig("forward_train", t, fvars, var_names, outs, out_names + res_names)
+            spec.entries["forward_train"] = _sig("forward_train", t, fvars, var_names, outs, out_names + res_names,
+                                                 rng=uses_rng(t, outs, fvars, True))
         if "backward" in train:
             ins = list(fvars) + plan.residuals + hg_vars
             outs = grad_entries + aux_entries
@@ -123,7 +125,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
             funcs.append(lower_function("backward", t, ins, outs, is_train=True, add_to=add_to))
             spec.entries["backward"] = _sig("backward", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                             var_names + res_names + hg_names + old_names,
-                                            outs, grad_names + aux_names)
+                                            outs, grad_names + aux_names, rng=uses_rng(t, outs, ins, True))
         if "train_step" in train:
             ins = list(fvars) + hg_vars
             outs = list(heads) + grad_entries + aux_entries
@@ -131,7 +133,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
             funcs.append(lower_function("train_step", t, ins, outs, is_train=True, add_to=add_to))
             spec.entries["train_step"] = _sig("train_step", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                               var_names + hg_names + old_names, outs,
-                                              out_names + grad_names + aux_names)
+                                              out_names + grad_names + aux_names, rng=uses_rng(t, outs, ins, True))
     return module_text(funcs), spec
 
 

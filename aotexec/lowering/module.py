@@ -32,10 +32,13 @@ class LowerCtx:
     fwd_in_shapes: list[tuple[int, ...]] = field(default_factory=list)    # backward nodes only
     fwd_in_dtypes: list[np.dtype] = field(default_factory=list)
     fwd_out_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    rng_state: Value | None = None     # tensor<2xui64> (seed, call counter); random ops in training
+    node_index: int = 0                # position in the graph: distinct random streams per node
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_train: bool) -> list[Value | None]:
+def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_train: bool,
+               rng_state: Value | None = None) -> list[Value | None]:
     g = typing.graph
     nid = g.nid(node)
     out_shapes = [typing.shapes[i] for i in range(g.row_ptr[nid], g.row_ptr[nid + 1])]
@@ -44,7 +47,8 @@ def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_t
         raise AotexecError(f"Operator {node.op.name} has no StableHLO lowering yet (node '{node.name}'); "
                            f"it cannot be compiled.\n  {node.format()}")
     b.loc = node.name
-    ctx = LowerCtx(b, node, [v.shape for v in inputs], out_shapes, out_dtypes, is_train)
+    ctx = LowerCtx(b, node, [v.shape for v in inputs], out_shapes, out_dtypes, is_train,
+                   rng_state=rng_state, node_index=nid)
     if node.op.forward_op is not None:
         fwd = node.control_deps[0]
         ctx.fwd_in_shapes = [tuple(typing.shape_of(e)) for e in fwd.inputs]
@@ -76,6 +80,13 @@ def _zeros(b: Emitter, shape, dtype) -> Value:
     return b.broadcast_in_dim(c, shape, ()) if shape else c
 
 
+def uses_rng(typing: Typing, outputs: Sequence[Entry], provided: Sequence[Entry | Node], is_train: bool) -> bool:
+    """Whether ``lower_function`` adds the trailing ``rng`` parameter."""
+    values = {(id(e.node), e.index) if isinstance(e, Entry) else (id(e), 0): None for e in provided}
+    needed = _needed_nodes(outputs, values)
+    return is_train and any(n.op is not None and n.op.random and id(n) in needed for n in typing.graph.nodes)
+
+
 def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], outputs: Sequence[Entry],
                    is_train: bool = False, add_to: Sequence[int] = ()) -> str:
     """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
@@ -98,6 +109,10 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
         arg_values.append(v)
         params.append(f"{v.name}: {v.type}")
     needed = _needed_nodes(outputs, values)
+    rng_state = None
+    if is_train and any(n.op is not None and n.op.random and id(n) in needed for n in typing.graph.nodes):
+        rng_state = Value(f"%arg{len(params)}", (2,), np.dtype("uint64"))
+        params.append(f"{rng_state.name}: {rng_state.type}")
     for node in typing.graph.nodes:
         if node.op is None or id(node) not in needed:
             continue
@@ -110,7 +125,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                 raise AotexecError(f"entry point {name}: node '{node.name}' reads {e.name}, which is neither "
                                    "an input of the entry point nor computed in it")
             ins.append(v)
-        for k, v in enumerate(lower_node(b, node, ins, typing, is_train)):
+        for k, v in enumerate(lower_node(b, node, ins, typing, is_train, rng_state)):
             if v is not None:
                 values[(id(node), k)] = v
     results = []

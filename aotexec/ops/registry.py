@@ -51,6 +51,7 @@ class OpDef:
     grad_reads: Callable[[Any], list[str]] | None = None
     aux_updates: int = 0
     forward_op: "OpDef | None" = None      # set on the generated _backward_<op>
+    random: bool = False                   # reads ``ctx.rng_state`` in training (Dropout)
 
     def input_names(self, p: Any) -> list[str]:
         if self.variadic:

@@ -160,6 +160,15 @@ class Executor:
             self._programs[modes] = prog
         return prog
 
+    def _rng(self, prog: Program, entry: str) -> list:
+        """The (seed, counter) state random ops read; a new counter every training call."""
+        ep = prog.entry(entry)
+        if not ep.inputs or ep.inputs[-1] != "rng":
+            return []
+        from .. import random as ax_random
+        state = np.array([ax_random.current_seed(), ax_random.next_stream()], dtype=np.uint64)
+        return [nd_array(state, ctx=self._ctx).handle]
+
     def _views(self) -> list:
         return [self.arg_dict[n].handle for n in self._arg_names] + [self.aux_dict[n].handle for n in self._aux_names]
 
@@ -213,12 +222,13 @@ class Executor:
         self._residuals = None
         if is_train and self._wrt:
             prog = self._program(("forward_train", "backward"))
-            results = prog.run("forward_train", self._views())
+            results = prog.run("forward_train", self._views() + self._rng(prog, "forward_train"))
             n = len(self.outputs)
             self._residuals = results[n:]
             results = results[:n]
         elif is_train and self._train_differs:
-            results = self._program(("forward_train",)).run("forward_train", self._views())
+            prog = self._program(("forward_train",))
+            results = prog.run("forward_train", self._views() + self._rng(prog, "forward_train"))
         else:
             results = self._program(("forward_infer",)).run("forward_infer", self._views())
         for out, view in zip(self.outputs, results):
@@ -243,7 +253,8 @@ class Executor:
         if not self._wrt:
             return self.forward(is_train=True)
         prog = self._program(("train_step",))
-        views = self._views() + self._head_grads(prog, "train_step", out_grads) + self._old_grads(prog, "train_step")
+        views = self._views() + self._head_grads(prog, "train_step", out_grads) + \
+            self._old_grads(prog, "train_step") + self._rng(prog, "train_step")
         results = prog.run("train_step", views)
         n = len(self.outputs)
         for out, view in zip(self.outputs, results[:n]):
