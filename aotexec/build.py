@@ -68,9 +68,55 @@ def training_plan(symbol, typing: Typing, reqs: dict[str, str], mirror: bool = F
                 if key not in seen:
                     seen.add(key)
                     residuals.append(e)
+    if mirror:
+        residuals = mirrored_residuals(residuals)
     heads = sorted(gg.head_grad_vars)
     add = [n for n in wrt if reqs[n] == "add"]
     return TrainingPlan(gg, full_typing, residuals, heads, wrt, add)
+
+
+def saved_activation_bytes(symbol, typing: Typing, reqs: dict[str, str], mirror: bool) -> int:
+    """Bytes of the activations forward_train saves for backward (what mirroring reduces)."""
+    plan = training_plan(symbol, typing, reqs, mirror)
+    from .passes.plan_memory import entry_bytes
+    g = plan.typing.graph
+    return sum(entry_bytes(plan.typing, g.eid(e)) for e in plan.residuals)
+
+
+# MXNet's default mirror policy (graph_executor.cc): these are never recomputed
+NOT_MIRRORED = {"Dropout", "Convolution", "FullyConnected", "Concat", "SoftmaxOutput", "BatchNorm",
+                "Deconvolution"}
+
+
+def mirrorable(node) -> bool:
+    if node.op is None or node.op.random:
+        return False
+    if node.attrs.get("__force_mirroring__", "").lower() in ("true", "1"):
+        return True
+    return node.op.name not in NOT_MIRRORED
+
+
+def mirrored_residuals(residuals: list[Entry]) -> list[Entry]:
+    """Replace cheap activations by what recomputes them (MXNET_BACKWARD_DO_MIRROR)."""
+    out: list[Entry] = []
+    seen: set[tuple[int, int]] = set()
+    stack = list(reversed(residuals))
+    while stack:
+        e = stack.pop()
+        key = (id(e.node), e.index)
+        if key in seen or e.node.op is None:
+            continue
+        seen.add(key)
+        if mirrorable(e.node):
+            stack.extend(reversed(e.node.inputs))
+        else:
+            out.append(e)
+    return out
+
+
+def mirror_from_env() -> bool:
+    import os
+    return os.environ.get("MXNET_BACKWARD_DO_MIRROR", "0").strip() not in ("", "0", "false", "False")
 
 
 def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: bool = False) -> EntryPoint:

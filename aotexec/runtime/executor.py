@@ -28,7 +28,9 @@ HEAD_GRAD_REQUIRED = ("Check failed: i < head_grads.size() && !head_grads[i].is_
                       "pass it through the make_loss symbol.")
 
 
-def compile_provider(cpu: str = "host") -> ProgramProvider:
+def compile_provider(cpu: str = "host", mirror: bool | None = None) -> ProgramProvider:
+    """Compile on demand through the cache; ``mirror`` recomputes cheap activations in backward
+    (default: the MXNET_BACKWARD_DO_MIRROR environment variable)."""
     def provide(symbol, typing: Typing, modes: Sequence[str], ctx: Context, reqs: dict) -> Program:
         try:
             from .. import build
@@ -37,7 +39,9 @@ def compile_provider(cpu: str = "host") -> ProgramProvider:
                 "binding a symbol needs the IREE compiler (pip install 'aotexec[compiler]'), "
                 f"which is not installed ({e}); a runtime-only install runs compiled artifacts "
                 "through ax.load(path).bind(...)") from None
-        vmfb, spec = build.compile_program(symbol, typing, modes, build.options_for(ctx, cpu=cpu), reqs=reqs)
+        mir = build.mirror_from_env() if mirror is None else mirror
+        vmfb, spec = build.compile_program(symbol, typing, modes, build.options_for(ctx, cpu=cpu), reqs=reqs,
+                                           mirror=mir)
         return Program(ctx, vmfb, spec)
     return provide
 
@@ -314,7 +318,8 @@ def _typed(symbol, shapes: dict, dtypes: dict) -> Typing:
 
 
 def bind(symbol, ctx: Context | None, args, args_grad=None, grad_req="write", aux_states=None,
-         group2ctx=None, shared_exec=None, provider: ProgramProvider | None = None) -> Executor:
+         group2ctx=None, shared_exec=None, provider: ProgramProvider | None = None,
+         mirror: bool | None = None) -> Executor:
     ctx = ctx or current_context()
     arg_names, aux_names = symbol.list_arguments(), symbol.list_auxiliary_states()
     arg_arrays = _arrays(args, arg_names, ctx, "args", required=True)
@@ -330,12 +335,12 @@ def bind(symbol, ctx: Context | None, args, args_grad=None, grad_req="write", au
         elif grads[n].shape != arg_arrays[n].shape:
             raise AotexecError(f"gradient array for '{n}' has shape {grads[n].shape}, argument has "
                                f"{arg_arrays[n].shape}")
-    return Executor(symbol, ctx, typing, arg_arrays, grads, reqs, aux_arrays, provider or compile_provider())
+    return Executor(symbol, ctx, typing, arg_arrays, grads, reqs, aux_arrays, provider or compile_provider(mirror=mirror))
 
 
 def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, group2ctx=None,
                 shared_arg_names=None, shared_exec=None, shared_buffer=None,
-                provider: ProgramProvider | None = None, **kwargs) -> Executor:
+                provider: ProgramProvider | None = None, mirror: bool | None = None, **kwargs) -> Executor:
     ctx = ctx or current_context()
     inputs = set(symbol.list_inputs())
     from ..util import shape_from_user
@@ -352,4 +357,4 @@ def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, g
     args = {n.name: alloc(n) for n in g.arguments()}
     aux = {n.name: alloc(n) for n in g.aux_states()}
     grads = {n.name: (alloc(n) if reqs[n.name] != "null" else None) for n in g.arguments()}
-    return Executor(symbol, ctx, typing, args, grads, reqs, aux, provider or compile_provider())
+    return Executor(symbol, ctx, typing, args, grads, reqs, aux, provider or compile_provider(mirror=mirror))

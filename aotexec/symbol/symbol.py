@@ -248,17 +248,18 @@ class Symbol:
 
     # ---- execution (delegates to the runtime) ----------------------------
     def simple_bind(self, ctx, grad_req="write", type_dict=None, stype_dict=None, group2ctx=None,
-                    shared_arg_names=None, shared_exec=None, shared_buffer=None, **kwargs):
+                    shared_arg_names=None, shared_exec=None, shared_buffer=None, *, mirror=None, **kwargs):
+        """``mirror``: recompute cheap activations in backward (default: MXNET_BACKWARD_DO_MIRROR)."""
         from ..runtime.executor import simple_bind
         return simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict, group2ctx=group2ctx,
                            shared_arg_names=shared_arg_names, shared_exec=shared_exec,
-                           shared_buffer=shared_buffer, **kwargs)
+                           shared_buffer=shared_buffer, mirror=mirror, **kwargs)
 
     def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None, group2ctx=None,
-             shared_exec=None):
+             shared_exec=None, *, mirror=None):
         from ..runtime.executor import bind
         return bind(self, ctx, args, args_grad=args_grad, grad_req=grad_req, aux_states=aux_states,
-                    group2ctx=group2ctx, shared_exec=shared_exec)
+                    group2ctx=group2ctx, shared_exec=shared_exec, mirror=mirror)
 
     def eval(self, ctx=None, **kwargs):
         from ..runtime.context import cpu
