@@ -68,8 +68,7 @@ def training_plan(symbol, typing: Typing, reqs: dict[str, str], mirror: bool = F
                 if key not in seen:
                     seen.add(key)
                     residuals.append(e)
-    if mirror:
-        residuals = mirrored_residuals(residuals)
+    residuals = mirrored_residuals(residuals, mirror)
     heads = sorted(gg.head_grad_vars)
     add = [n for n in wrt if reqs[n] == "add"]
     return TrainingPlan(gg, full_typing, residuals, heads, wrt, add)
@@ -88,16 +87,17 @@ NOT_MIRRORED = {"Dropout", "Convolution", "FullyConnected", "Concat", "SoftmaxOu
                 "Deconvolution"}
 
 
-def mirrorable(node) -> bool:
+def mirrorable(node, mirror_all: bool) -> bool:
+    """``__force_mirroring__`` always recomputes; the policy applies when mirroring is on."""
     if node.op is None or node.op.random:
         return False
     if node.attrs.get("__force_mirroring__", "").lower() in ("true", "1"):
         return True
-    return node.op.name not in NOT_MIRRORED
+    return mirror_all and node.op.name not in NOT_MIRRORED
 
 
-def mirrored_residuals(residuals: list[Entry]) -> list[Entry]:
-    """Replace cheap activations by what recomputes them (MXNET_BACKWARD_DO_MIRROR)."""
+def mirrored_residuals(residuals: list[Entry], mirror_all: bool) -> list[Entry]:
+    """Replace activations that are cheap to recompute by what recomputes them."""
     out: list[Entry] = []
     seen: set[tuple[int, int]] = set()
     stack = list(reversed(residuals))
@@ -107,7 +107,7 @@ def mirrored_residuals(residuals: list[Entry]) -> list[Entry]:
         if key in seen or e.node.op is None:
             continue
         seen.add(key)
-        if mirrorable(e.node):
+        if mirrorable(e.node, mirror_all):
             stack.extend(reversed(e.node.inputs))
         else:
             out.append(e)
