@@ -18,3 +18,4 @@ from .runtime.context import Context, cpu, current_context, gpu, vulkan  # noqa:
 from .runtime.executor import Executor  # noqa: E402,F401
 from .artifact import Artifact, compile, load  # noqa: E402,F401
 from . import random  # noqa: E402,F401
+from . import monitor as mon  # noqa: E402,F401

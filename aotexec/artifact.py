@@ -173,7 +173,10 @@ class Artifact:
             prog = self._programs[ctx] = Program(ctx, vmfb, self.spec)
         return prog
 
-    def _provider(self, symbol, typing, modes, ctx, reqs=None):
+    def _provider(self, symbol, typing, modes, ctx, reqs=None, monitor=None):
+        if monitor:
+            raise AotexecError("monitor callbacks run a traced debug build, which needs the compiler; "
+                               "artifacts hold the fast build only")
         g = typing.graph
         have = self.shapes
         want = {n.name: tuple(typing.node_shape(n)) for n in g.variables()}

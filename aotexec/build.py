@@ -132,7 +132,7 @@ def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: b
 
 
 def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, str] | None = None,
-                 mirror: bool = False) -> tuple[str, ProgramSpec]:
+                 mirror: bool = False, monitor: str | None = None) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each."""
     g = typing.graph
     variables = g.arguments() + g.aux_states()
@@ -141,7 +141,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
     spec = ProgramSpec()
     funcs = []
     if "forward_infer" in modes:
-        funcs.append(lower_function("forward_infer", typing, variables, heads))
+        funcs.append(lower_function("forward_infer", typing, variables, heads, monitor=monitor))
         spec.entries["forward_infer"] = _sig("forward_infer", typing, variables, var_names, heads,
                                              [e.name for e in heads])
     train = [m for m in modes if m in TRAIN_MODES]
@@ -161,14 +161,14 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
         old_names = [f"old_grad:{n}" for n in plan.add]   # extra inputs, typed like the gradient
         if "forward_train" in train:
             outs = list(heads) + plan.residuals
-            funcs.append(lower_function("forward_train", t, fvars, outs, is_train=True))
+            funcs.append(lower_function("forward_train", t, fvars, outs, is_train=True, monitor=monitor))
             spec.entries["forward_train"] = _sig("forward_train", t, fvars, var_names, outs, out_names + res_names,
                                                  rng=uses_rng(t, outs, fvars, True))
         if "backward" in train:
             ins = list(fvars) + plan.residuals + hg_vars
             outs = grad_entries + aux_entries
             add_to = [plan.wrt.index(n) for n in plan.add]
-            funcs.append(lower_function("backward", t, ins, outs, is_train=True, add_to=add_to))
+            funcs.append(lower_function("backward", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor))
             spec.entries["backward"] = _sig("backward", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                             var_names + res_names + hg_names + old_names,
                                             outs, grad_names + aux_names, rng=uses_rng(t, outs, ins, True))
@@ -176,7 +176,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
             ins = list(fvars) + hg_vars
             outs = list(heads) + grad_entries + aux_entries
             add_to = [len(heads) + plan.wrt.index(n) for n in plan.add]
-            funcs.append(lower_function("train_step", t, ins, outs, is_train=True, add_to=add_to))
+            funcs.append(lower_function("train_step", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor))
             spec.entries["train_step"] = _sig("train_step", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                               var_names + hg_names + old_names, outs,
                                               out_names + grad_names + aux_names, rng=uses_rng(t, outs, ins, True))
@@ -184,22 +184,22 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
 
 
 def program_key(symbol_json: str, shapes: dict, dtypes: dict, modes: Sequence[str], opts: CompileOptions,
-                reqs: dict[str, str] | None, mirror: bool) -> str:
+                reqs: dict[str, str] | None, mirror: bool, monitor: str | None = None) -> str:
     doc = json.dumps([symbol_json, sorted((k, list(v)) for k, v in shapes.items()),
                       sorted((k, np.dtype(v).name) for k, v in dtypes.items()), list(modes), repr(opts),
-                      sorted((reqs or {}).items()), mirror])
+                      sorted((reqs or {}).items()), mirror, monitor])
     return hashlib.sha256(doc.encode()).hexdigest()
 
 
 def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileOptions,
                     use_cache: bool | None = None, reqs: dict[str, str] | None = None,
-                    mirror: bool = False) -> tuple[bytes, ProgramSpec]:
+                    mirror: bool = False, monitor: str | None = None) -> tuple[bytes, ProgramSpec]:
     """vmfb bytes + spec for ``symbol`` at the shapes/dtypes of ``typing``."""
     g = typing.graph
     shapes = {n.name: typing.node_shape(n) for n in g.variables()}
     dtypes = {n.name: typing.node_dtype(n) for n in g.variables()}
     train = any(m in TRAIN_MODES for m in modes)
-    key = program_key(symbol.tojson(), shapes, dtypes, modes, opts, reqs if train else None, mirror)
+    key = program_key(symbol.tojson(), shapes, dtypes, modes, opts, reqs if train else None, mirror, monitor)
     from .compile_cache import cache_enabled
     memo = cache_enabled(use_cache)
     with _lock:
@@ -210,7 +210,7 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
         return hit
     stats["misses"] += 1
     check_target_dtypes(typing, opts.target)
-    text, spec = entry_points(symbol, typing, modes, reqs, mirror)
+    text, spec = entry_points(symbol, typing, modes, reqs, mirror, monitor)
     verify_mlir(text)
     vmfb = compile_mlir(text, opts, use_cache=use_cache)
     if memo:

@@ -4,8 +4,6 @@ forward (tests/gradcheck.py).  Several ops share one graph (one compile per bind
 inputs are tiny and kept away from kinks, ties and discontinuities."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -40,32 +38,6 @@ def test_unary_ops():
     check(outs, {f"x_{op}": DOMAIN.get(op, MIXED) for op in UNARY})
 
 
-def test_unary_gradients_are_exact_formulas():
-    """A few rules against their closed forms (independent of finite differences)."""
-    x = np.array([0.3, 0.7, 1.2], np.float32)
-    ops = {"gamma": lambda v: math.gamma(v) * _digamma(v), "gammaln": _digamma,
-           "erf": lambda v: 2 / math.sqrt(math.pi) * math.exp(-v * v), "rsqrt": lambda v: -0.5 * v ** -1.5,
-           "cbrt": lambda v: v ** (-2 / 3) / 3, "arccosh": lambda v: 1 / math.sqrt(v * v - 1)}
-    data = {op: x + 1 if op == "arccosh" else x for op in ops}
-    sym = S.Group([getattr(S, op)(V(op)) for op in ops])
-    ex = sym.bind(ax.cpu(), args={op: ax.nd.array(v) for op, v in data.items()},
-                  args_grad={op: ax.nd.zeros((3,)) for op in ops})
-    ex.forward(is_train=True)
-    ex.backward([ax.nd.ones((3,)) for _ in ops])
-    for op, d in ops.items():
-        np.testing.assert_allclose(ex.grad_dict[op].asnumpy(), [d(float(v)) for v in data[op]], rtol=1e-4,
-                                   err_msg=op)
-
-
-def _digamma(v: float) -> float:
-    # recurrence up to v >= 6, then the asymptotic series
-    acc = 0.0
-    while v < 6:
-        acc -= 1 / v
-        v += 1
-    return acc + math.log(v) - 1 / (2 * v) - 1 / (12 * v ** 2) + 1 / (120 * v ** 4) - 1 / (252 * v ** 6)
-
-
 def _binary_inputs(rng, shape):
     """lhs = q * rhs with q in k + [0.25, 0.75]: no ties (maximum), lhs / rhs away from integers (mod)."""
     y = rng.uniform(0.8, 1.3, shape) * rng.choice([-1, 1], shape)
@@ -89,12 +61,12 @@ def test_binary_same_shape_ops():
     check(outs, loc)
 
 
-@pytest.mark.parametrize("shapes", [((2, 3), (1, 3)), ((2, 1, 2), (3, 1))], ids=["row", "both"])
-def test_broadcast_ops(shapes):
+def test_broadcast_ops():
+    """Both operands broadcast ((2, 1, 2) with (3, 1)): the gradients are summed back (unbroadcast)."""
     rng = np.random.default_rng(2)
     outs, loc = [], {}
-    for op in BINOPS:
-        sl, sr = shapes
+    for op in BINOPS[:9] + ["greater"]:
+        sl, sr = (2, 1, 2), (3, 1)
         y = rng.uniform(0.8, 1.3, sr) * rng.choice([-1, 1], sr)
         x = (rng.integers(-2, 3, sl) + rng.uniform(0.25, 0.75, sl)) * 1.35
         if op == "mod":  # y in [0.9, 1.1], x in k + [0.3, 0.6]: x / y stays >= 0.09 away from integers
@@ -127,7 +99,7 @@ def test_scalar_ops_clip_cast_where():
     loc = {f"x{op}": x for op, (_, x) in SCALARS.items()}
     outs.append(S.clip(V("x_clip"), a_min=-0.5, a_max=0.5))
     loc["x_clip"] = np.array([[-0.9, -0.3], [0.2, 0.7]])
-    outs.append(S.Cast(V("x_cast"), dtype="float64") * 3.0)
+    outs.append(S.Cast(S.Cast(V("x_cast"), dtype="float64") * 3.0, dtype="float32"))
     loc["x_cast"] = MIXED
     outs.append(S.ones_like(V("x_ones")) + V("x_ones") * 0.5)
     loc["x_ones"] = MIXED
@@ -158,14 +130,9 @@ def test_shape_ops():
     outs += list(S.SliceChannel(f, num_outputs=2, axis=1)) + list(S.SliceChannel(e, num_outputs=4, axis=0, squeeze_axis=True))
     outs += list(S._split_v2(f, indices=(1, 2), axis=1))   # column 0 is not in any part: zero gradient
     outs += list(S.split_v2(a, 3, axis=1, squeeze_axis=True))
+    outs.append(S.SliceChannel(g, num_outputs=2, axis=1)[1])  # output 0 has no head: its gradient is zero
     d["like32"], d["like"] = np.zeros((3, 2)), np.zeros((2, 3))
     check(outs, d, grad_nodes=list("abcefgh"))
-
-
-def test_split_output_without_head_gradient_is_zero():
-    """Only one output of a split feeds the head: the others' gradients arrive as zeros."""
-    f = np.arange(12, dtype=np.float32).reshape(3, 4)
-    check([S.SliceChannel(V("f"), num_outputs=2, axis=1)[1] * 2.0], {"f": f})
 
 
 REDUCES = [("sum", {}), ("sum", dict(axis=1, keepdims=True)), ("mean", dict(axis=(0, 2))),
@@ -189,33 +156,25 @@ def test_reduce_ops():
     check(outs, loc)
 
 
-def test_nan_reductions_mask_nan():
-    """nansum / nanprod: NaN inputs get a zero gradient (expected values from numpy)."""
+def test_nan_masks_and_max_ties():
+    """nansum / nanprod give NaN inputs a zero gradient; max / min (MXNet's mshadow_op::eq) give the
+    gradient to every element tied with the extreme.  Expected values from numpy."""
     x = np.array([[0.5, np.nan, 2.0], [np.nan, -1.5, 0.8]], np.float32)
+    t = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]], np.float32)
     head = np.array([0.3, -0.7], np.float32)
-    sym = S.Group([S.nansum(V("x"), axis=1), S.nanprod(V("y"), axis=1)])
-    ex = sym.bind(ax.cpu(), args={"x": ax.nd.array(x), "y": ax.nd.array(x)},
-                  args_grad={"x": ax.nd.zeros(x.shape), "y": ax.nd.zeros(x.shape)})
+    sym = S.Group([S.nansum(V("x"), axis=1), S.nanprod(V("y"), axis=1), S.max(V("t"), axis=1), S.min(V("u"), axis=1)])
+    data = dict(x=x, y=x, t=t, u=-t)
+    ex = sym.bind(ax.cpu(), args={k: ax.nd.array(v) for k, v in data.items()},
+                  args_grad={k: ax.nd.zeros(v.shape) for k, v in data.items()})
     ex.forward(is_train=True)
-    ex.backward([ax.nd.array(head), ax.nd.array(head)])
-    nan = np.isnan(x)
+    ex.backward([ax.nd.array(head)] * 4)
+    nan, h = np.isnan(x), head[:, None]
     prod = np.nanprod(x, axis=1, keepdims=True)
-    np.testing.assert_allclose(ex.grad_dict["x"].asnumpy(), np.where(nan, 0, head[:, None] * np.ones_like(x)))
-    np.testing.assert_allclose(ex.grad_dict["y"].asnumpy(), np.where(nan, 0, head[:, None] * prod / np.where(nan, 1, x)),
-                               rtol=1e-6)
-
-
-def test_max_gradient_goes_to_every_tied_element():
-    """MXNet's max / min backward (mshadow_op::eq): each element equal to the extreme gets the gradient."""
-    x = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]], np.float32)
-    sym = S.Group([S.max(V("x"), axis=1), S.min(V("y"), axis=1)])
-    ex = sym.bind(ax.cpu(), args={"x": ax.nd.array(x), "y": ax.nd.array(-x)},
-                  args_grad={"x": ax.nd.zeros(x.shape), "y": ax.nd.zeros(x.shape)})
-    ex.forward(is_train=True)
-    ex.backward([ax.nd.array([1.0, 2.0]), ax.nd.array([1.0, 2.0])])
-    want = [[0, 1, 1], [2, 2, 0]]
-    np.testing.assert_array_equal(ex.grad_dict["x"].asnumpy(), want)
-    np.testing.assert_array_equal(ex.grad_dict["y"].asnumpy(), want)
+    np.testing.assert_allclose(ex.grad_dict["x"].asnumpy(), np.where(nan, 0, h * np.ones_like(x)))
+    np.testing.assert_allclose(ex.grad_dict["y"].asnumpy(), np.where(nan, 0, h * prod / np.where(nan, 1, x)), rtol=1e-6)
+    ties = h * np.array([[0, 1, 1], [1, 1, 0]], np.float32)
+    np.testing.assert_allclose(ex.grad_dict["t"].asnumpy(), ties)
+    np.testing.assert_allclose(ex.grad_dict["u"].asnumpy(), ties)
 
 
 def test_dot_ops():
@@ -223,11 +182,11 @@ def test_dot_ops():
     loc, outs = {}, []
     cases = [((3, 4), (4, 2), False, False), ((4, 3), (4, 2), True, False), ((3, 4), (2, 4), False, True),
              ((4, 3), (2, 4), True, True), ((4,), (4,), False, False), ((4,), (4, 3), False, False),
-             ((2, 2, 3), (3, 2), False, False), ((3, 2, 2), (3, 2), True, False), ((2, 3), (3, 2, 2), False, False)]
+             ((3, 2, 2), (3, 2), True, False), ((2, 3), (2, 2, 3), False, True)]
     for i, (sa, sb, ta, tb) in enumerate(cases):
         loc[f"a{i}"], loc[f"b{i}"] = rng.uniform(-1, 1, sa), rng.uniform(-1, 1, sb)
         outs.append(S.dot(V(f"a{i}"), V(f"b{i}"), transpose_a=ta, transpose_b=tb))
-    for i, (ta, tb) in enumerate([(False, False), (True, False), (False, True), (True, True)]):
+    for i, (ta, tb) in enumerate([(False, False), (True, True)]):
         sa, sb = ((2, 3, 2) if ta else (2, 2, 3)), ((2, 2, 3) if tb else (2, 3, 2))
         loc[f"ba{i}"], loc[f"bb{i}"] = rng.uniform(-1, 1, sa), rng.uniform(-1, 1, sb)
         outs.append(S.batch_dot(V(f"ba{i}"), V(f"bb{i}"), transpose_a=ta, transpose_b=tb))
@@ -247,7 +206,7 @@ def test_index_ops():
         S.pick(V("p0"), V("ip0")), S.pick(V("p1"), V("ip1"), axis=0, keepdims=True),
         S.pick(V("p2"), V("ip2"), axis=None), S.pick(V("p3"), V("ip3"), axis=1, keepdims=True),
         S.batch_take(V("bt"), V("ib")),
-        S.one_hot(V("oh"), depth=3) + S.expand_dims(V("oh"), axis=1),   # no gradient through one_hot's ids
+        S.broadcast_add(S.one_hot(V("oh"), depth=3), S.expand_dims(V("oh"), axis=1)),   # no gradient through one_hot's ids
     ]
     check(outs, loc, grad_nodes=["t0", "t1", "t2", "p0", "p1", "p2", "p3", "bt", "oh"])
 

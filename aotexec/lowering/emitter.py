@@ -245,8 +245,8 @@ class Emitter:
                     pad: Sequence[tuple[int, int]], lhs_dilation: Sequence[int], rhs_dilation: Sequence[int],
                     groups: int = 1, spec: str | None = None) -> Value:
         nd = x.ndim - 2
-        sp = "".join("dhw"[3 - nd:][i] for i in range(nd)) if nd <= 3 else None
-        spec = spec or f"[b, f, {', '.join(sp)}]x[o, i, {', '.join(sp)}]->[b, f, {', '.join(sp)}]"
+        sp = ", ".join(str(i) for i in range(nd))   # StableHLO names spatial dims by number
+        spec = spec or f"[b, f, {sp}]x[o, i, {sp}]->[b, f, {sp}]"
         pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
         attrs = (f"dimension_numbers = #stablehlo.conv<{spec}>, window_strides = {_array(stride)}, "
                  f"padding = dense<{pads}> : tensor<{nd}x2xi64>, lhs_dilation = {_array(lhs_dilation)}, "
@@ -344,3 +344,31 @@ def scatter_add_rows(b: Emitter, shape: Sequence[int], idx: Value, updates: Valu
              f"inserted_window_dims = [{axis}], scatter_dims_to_operand_dims = [{axis}], index_vector_dim = 1>, "
              f"indices_are_sorted = false, unique_indices = false")
     return b.op("stablehlo.scatter", [zeros, idx, updates], shape, updates.dtype, attrs=attrs, region=region)
+
+
+def select_and_scatter_max(b: Emitter, x: Value, g: Value, window: Sequence[int], strides: Sequence[int]) -> Value:
+    """The gradient of a max ``reduce_window`` (no padding: pad ``x`` with -inf first): each
+    window's ``g`` goes to its first maximum (``GE`` keeps the earlier of equal values)."""
+    t = tensor_type((), x.dtype)
+    tb = tensor_type((), "bool")
+    zero = b.constant(0.0, (), x.dtype)
+    select = (f'{{\n{b.indent}^bb0(%sa: {t}, %sb: {t}):\n{b.indent}  %sc = "stablehlo.compare"(%sa, %sb) '
+              f'{{comparison_direction = #stablehlo<comparison_direction GE>, compare_type = '
+              f'#stablehlo<comparison_type FLOAT>}} : ({t}, {t}) -> {tb}\n'
+              f'{b.indent}  "stablehlo.return"(%sc) : ({tb}) -> ()\n{b.indent}}}')
+    scatter = (f'{{\n{b.indent}^bb0(%sd: {t}, %se: {t}):\n{b.indent}  %sf = "stablehlo.add"(%sd, %se) : ({t}, {t}) -> {t}\n'
+               f'{b.indent}  "stablehlo.return"(%sf) : ({t}) -> ()\n{b.indent}}}')
+    attrs = f"window_dimensions = {_array(window)}, window_strides = {_array(strides)}"
+    return b.op("stablehlo.select_and_scatter", [x, g, zero], x.shape, x.dtype, attrs=attrs,
+                region=f"{select}, {scatter}")
+
+
+def rng_bits(b: Emitter, state: Value, shape: Sequence[int], dtype="uint32") -> tuple[Value, Value]:
+    """``stablehlo.rng_bit_generator`` (THREE_FRY): (new state, random bits of ``shape``)."""
+    st = b.fresh("r")
+    bt = tensor_type(shape, dtype)
+    b.lines.append(f'{b.indent}{st}:2 = "stablehlo.rng_bit_generator"({state.name}) '
+                   f'{{rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>}} : ({state.type}) -> '
+                   f'({state.type}, {bt}) loc("{b.loc}")')
+    return (Value(f"{st}#0", state.shape, state.dtype),
+            Value(f"{st}#1", tuple(int(d) for d in shape), np.dtype(dtype)))

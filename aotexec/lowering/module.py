@@ -87,9 +87,31 @@ def uses_rng(typing: Typing, outputs: Sequence[Entry], provided: Sequence[Entry 
     return is_train and any(n.op is not None and n.op.random and id(n) in needed for n in typing.graph.nodes)
 
 
+def monitor_input_name(node: Node, pos: int) -> str:
+    """MXNet's monitor name of a node input: ``fc1_data``, ``relu1_input0``, ``fc1_backward_input1``."""
+    if node.op.forward_op is not None or not node.op.listed_inputs:
+        return f"{node.name}_input{pos}"
+    return f"{node.name}_{node.input_names()[pos]}"
+
+
+def monitor_output_names(node: Node) -> list[str]:
+    if node.op.forward_op is not None:
+        return [f"{node.name}_{n}" for n in node.output_names()]
+    return [node.entry_name(i) for i in range(node.num_visible_outputs)]
+
+
+def _trace(b: Emitter, key: str, v: Value) -> None:
+    # IREE may run traces out of program order; the sequence prefix restores it (Program._trace)
+    seq = b.extra_count = getattr(b, "extra_count", 0) + 1
+    b.lines.append(f'{b.indent}flow.tensor.trace "{seq:06d}|{key}" = [{v.name} : {v.type}] loc("{b.loc}")')
+
+
 def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], outputs: Sequence[Entry],
-                   is_train: bool = False, add_to: Sequence[int] = ()) -> str:
+                   is_train: bool = False, add_to: Sequence[int] = (), monitor: str | None = None) -> str:
     """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
+
+    ``monitor`` ("outputs" | "all") adds ``flow.tensor.trace`` ops named as MXNet's
+    monitor names them, in execution order (a separate debug build: traces stop fusion).
 
     For each output index in ``add_to`` one more parameter (typed like that output)
     follows the inputs and is added to it: grad_req 'add' returns old + computed.
@@ -125,7 +147,25 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                 raise AotexecError(f"entry point {name}: node '{node.name}' reads {e.name}, which is neither "
                                    "an input of the entry point nor computed in it")
             ins.append(v)
-        for k, v in enumerate(lower_node(b, node, ins, typing, is_train, rng_state)):
+        if monitor == "all":
+            b.loc = node.name
+            for pos, (e, v) in enumerate(zip(node.inputs, ins)):
+                if v.name == "%unused":
+                    continue
+                if e.node.is_variable:
+                    _trace(b, e.node.name, v)
+                _trace(b, monitor_input_name(node, pos), v)
+        res = lower_node(b, node, ins, typing, is_train, rng_state)
+        if monitor:
+            # one dispatch per node, like MXNet without op bulking; tracing a value that is
+            # fused into its consumer miscompiles in IREE 3.13 (workgroup distribution error)
+            b.loc = node.name
+            res = [None if v is None else b.op("stablehlo.optimization_barrier", [v], v.shape, v.dtype)
+                   for v in res]
+            for k, key in enumerate(monitor_output_names(node)):
+                if res[k] is not None:
+                    _trace(b, key, res[k])
+        for k, v in enumerate(res):
             if v is not None:
                 values[(id(node), k)] = v
     results = []

@@ -161,35 +161,124 @@ def _logistic_regression_lower(ctx, p: RegressionOutputParam, x, label):
 from .registry import differentiable  # noqa: E402
 
 
-@differentiable(SoftmaxOutput, ("out0", "in1"))
-def _softmax_output_grad(ctx, p: SoftmaxOutputParam, y, label):
-    """(softmax - onehot(label)) * grad_scale / normalizer; the head gradient is ignored (MXNet)."""
+@differentiable(SoftmaxOutput, lambda p: ["out0", "in1", "ograd0"] if p.out_grad else ["out0", "in1"])
+def _softmax_output_grad(ctx, p: SoftmaxOutputParam, y, label, og=None):
+    """(softmax - onehot(label)) * grad_scale / normalizer, as softmax_output-inl.h: the head
+    gradient is ignored unless out_grad; smooth_alpha spreads alpha over the other classes."""
     b = ctx.b
     axis = 1 if p.multi_output else y.ndim - 1
     if not p.multi_output and not p.preserve_shape and y.ndim > 2:
         axis = 1  # flattened to (N, prod(rest)) in forward; label is (N,)
     yv = y if (p.multi_output or y.ndim == 2 or p.preserve_shape) else b.reshape(y, (y.shape[0], prod(y.shape[1:])))
+    others = [i for i in range(yv.ndim) if i != axis]
     lab = b.reshape(label, tuple(d for i, d in enumerate(yv.shape) if i != axis))
     ids = b.convert(lab, "int32")
     classes = b.iota(yv.shape, axis, "int32")
-    onehot = b.compare(classes, b.broadcast_in_dim(ids, yv.shape, [i for i in range(yv.ndim) if i != axis]), "EQ")
-    grad = b.sub(yv, b.convert(onehot, yv.dtype))
-    keep = None
+    onehot = b.convert(b.compare(classes, b.broadcast_in_dim(ids, yv.shape, others), "EQ"), yv.dtype)
+    if p.smooth_alpha > 0:
+        k = yv.shape[axis]
+        onehot = b.add(b.mul(onehot, 1.0 - p.smooth_alpha - p.smooth_alpha / (k - 1)), p.smooth_alpha / (k - 1))
+    grad = b.sub(yv, onehot)
+    # MXNet compares labels with the ignore label as ints (static_cast<int>)
+    keep = b.compare(ids, b.full_like(ids, int(p.ignore_label)), "NE")
     if p.use_ignore:
-        keep = b.compare(lab, p.ignore_label, "NE")
-        grad = b.select(b.broadcast_in_dim(keep, yv.shape, [i for i in range(yv.ndim) if i != axis]),
-                        grad, b.full_like(grad, 0.0))
+        grad = b.select(b.broadcast_in_dim(keep, yv.shape, others), grad, b.full_like(grad, 0.0))
     scale = p.grad_scale
     if p.normalization == "batch":
-        scale /= yv.shape[0]
+        # label.size(0): N with multi_output, else the size of the label MXNet flattens to 1-D
+        scale /= yv.shape[0] if p.multi_output else prod(lab.shape)
     elif p.normalization == "valid":
-        n = float(prod(lab.shape))
-        if keep is not None:
-            valid = b.reduce(b.convert(keep, yv.dtype), list(range(lab.ndim)), "add")
-            grad = b.div(grad, b.broadcast_in_dim(b.max(valid, 1.0), yv.shape, []))
-        else:
-            scale /= n
-    if p.multi_output and p.normalization == "null":
-        scale /= float(prod(y.shape[2:]))   # MXNet 1.9.1 averages over the spatial positions
+        # labels != ignore_label are counted whether or not use_ignore is set
+        valid = b.reduce(b.convert(keep, yv.dtype), list(range(lab.ndim)), "add")
+        grad = b.div(grad, b.broadcast_in_dim(b.max(valid, 1.0), yv.shape, []))
+    if p.multi_output and p.normalization != "valid":
+        scale /= float(prod(y.shape[2:]))   # multi_output also averages over the spatial positions
     grad = b.mul(grad, scale) if scale != 1.0 else grad
-    return [b.reshape(grad, y.shape), None]
+    grad = b.reshape(grad, y.shape)
+    return [grad if og is None else b.mul(grad, og), None]
+
+
+# --- softmax family ---
+def _softmax_grad_values(b, g, y, axis: int, log: bool):
+    """softmax: y (g - sum(g y)); log_softmax: g - exp(y) sum(g), along ``axis``."""
+    keep = [i for i in range(y.ndim) if i != axis]
+    if log:
+        s = b.broadcast_in_dim(b.reduce(g, [axis], "add"), y.shape, keep)
+        return b.sub(g, b.mul(b.exp(y), s))
+    s = b.broadcast_in_dim(b.reduce(b.mul(g, y), [axis], "add"), y.shape, keep)
+    return b.mul(y, b.sub(g, s))
+
+
+def _softmax_op_grad(ctx, p: SoftmaxParam, g, y, log: bool):
+    if p.use_length:
+        from ..base import AotexecError
+        raise AotexecError(f"softmax with use_length=True has no gradient rule in aotexec (node '{ctx.node.name}')")
+    d = _softmax_grad_values(ctx.b, g, y, p.axis % y.ndim, log)
+    if p.temperature is not None and p.temperature != 1.0:
+        d = ctx.b.div(d, p.temperature)
+    return [d]
+
+
+@differentiable(softmax, ("ograd0", "out0"))
+def _softmax_grad(ctx, p: SoftmaxParam, g, y):
+    return _softmax_op_grad(ctx, p, g, y, log=False)
+
+
+@differentiable(log_softmax, ("ograd0", "out0"))
+def _log_softmax_grad(ctx, p: SoftmaxParam, g, y):
+    return _softmax_op_grad(ctx, p, g, y, log=True)
+
+
+@differentiable(SoftmaxActivation, ("ograd0", "out0"))
+def _softmax_activation_grad(ctx, p: SoftmaxActivationParam, g, y):
+    b = ctx.b
+    if p.mode == "channel":
+        return [_softmax_grad_values(b, g, y, 1, log=False)]
+    flat = (y.shape[0], prod(y.shape[1:]))
+    d = _softmax_grad_values(b, b.reshape(g, flat), b.reshape(y, flat), 1, log=False)
+    return [b.reshape(d, y.shape)]
+
+
+# --- regression outputs: (out - label) (or its sign) * grad_scale / outputs per sample ---
+def _regression_grad(kind: str):
+    def rule(ctx, p: RegressionOutputParam, y, label):
+        """regression_output-inl.h: grad_scale / num_output with num_output = label.Size() / label.shape[0];
+        the head gradient is ignored."""
+        b = ctx.b
+        lab = b.reshape(label, y.shape)
+        d = b.sub(y, lab)
+        if kind == "mae":
+            zero = b.full_like(d, 0.0)
+            d = b.sub(b.convert(b.compare(d, zero, "GT"), d.dtype), b.convert(b.compare(d, zero, "LT"), d.dtype))
+        num_output = prod(label.shape) // label.shape[0] if label.ndim else 1
+        scale = p.grad_scale / max(num_output, 1)
+        return [b.mul(d, scale) if scale != 1.0 else d, None]
+    return rule
+
+
+for _name, _kind in (("LinearRegressionOutput", "linear"), ("LogisticRegressionOutput", "logistic"),
+                     ("MAERegressionOutput", "mae")):
+    differentiable(OPS[_name], ("out0", "in1"))(_regression_grad(_kind))
+
+
+# --- MakeLoss / make_loss: the gradient is a constant, the head gradient is ignored ---
+@differentiable(MakeLoss, lambda p: ["out0"] if p.normalization == "valid" else [])
+def _make_loss_grad(ctx, p: MakeLossParam, y=None):
+    """grad_scale, divided by the batch size (normalization 'batch') or by the number of outputs
+    above valid_thresh (at least 1, 'valid'), as make_loss-inl.h."""
+    b = ctx.b
+    shape, dtype = tuple(ctx.fwd_in_shapes[0]), ctx.fwd_in_dtypes[0]
+    if p.normalization == "valid":
+        valid = b.reduce(b.convert(b.compare(y, p.valid_thresh, "GT"), y.dtype), list(range(y.ndim)), "add")
+        return [b.div(b.full_like(y, p.grad_scale), b.broadcast_in_dim(b.max(valid, 1.0), shape, []))]
+    scale = p.grad_scale / (shape[0] if p.normalization == "batch" and shape else 1)
+    c = b.constant(scale, (), dtype)
+    return [b.broadcast_in_dim(c, shape, []) if shape else c]
+
+
+@differentiable(make_loss, [])
+def _make_loss_lower_grad(ctx, p, *unused):
+    """make_loss's gradient is ones_like(data) (elemwise_unary_op_basic.cc)."""
+    shape, dtype = tuple(ctx.fwd_in_shapes[0]), ctx.fwd_in_dtypes[0]
+    c = ctx.b.constant(1.0, (), dtype)
+    return [ctx.b.broadcast_in_dim(c, shape, []) if shape else c]

@@ -226,7 +226,8 @@ class ActivationParam:
     act_type: Literal["relu", "sigmoid", "tanh", "softrelu", "softsign", "log_sigmoid", "mish"]
 
 
-Activation = define("Activation", params=ActivationParam, infer_shape=same_shape, infer_type=same_dtype)
+Activation = define("Activation", params=ActivationParam, listed_inputs=False,
+                    infer_shape=same_shape, infer_type=same_dtype)
 
 
 @dataclass(frozen=True)
@@ -603,11 +604,40 @@ def _batch_norm_lower(ctx, p: BatchNormParam, x, gamma, beta, moving_mean, movin
 
 
 # --- Dropout / LRN / UpSampling lowering ---
+Dropout.random = True
+_GOLDEN64 = 0x9E3779B97F4A7C15
+
+
+def dropout_mask(b, rng_state, node_index: int, shape, p: float, dtype):
+    """Bernoulli(1 - p) / (1 - p) of ``shape`` from the (seed, counter) state: the state plus a
+    per-node offset keys a first draw whose 128 bits seed the mask's stream (so streams of
+    consecutive counters do not overlap)."""
+    off = b.constant(np.asarray([((node_index + 1) * _GOLDEN64) % (1 << 53), 0], dtype=np.uint64), (2,), "uint64")  # exact in the text
+    _, key = rng_bits(b, b.add(rng_state, off), (2,), "uint64")
+    _, bits = rng_bits(b, key, shape, "uint32")
+    u = b.mul(b.convert(b._bin("shift_right_logical", bits, 8), dtype), 1.0 / (1 << 24))   # [0, 1)
+    keep = b.compare(u, float(p), "GE")
+    return b.select(keep, b.full_like(u, 1.0 / (1.0 - p)), b.full_like(u, 0.0))
+
+
 @lowers(Dropout)
 def _dropout_lower(ctx, p: DropoutParam, x):
-    if (ctx.is_train or p.mode == "always") and p.p > 0:
-        raise AotexecError(f"Dropout with p>0 in training mode is not lowered yet (node '{ctx.node.name}')")
-    return [x, None]
+    """Training (or mode='always'): y = x * mask, mask = Bernoulli(1-p)/(1-p), shared along ``axes``;
+    output 1 keeps the mask for the gradient."""
+    if p.p <= 0 or not (ctx.is_train or p.mode == "always"):
+        return [x, None]
+    if ctx.rng_state is None:
+        raise AotexecError(f"Dropout mode='always' outside training needs random numbers, which aotexec's "
+                           f"inference entry point does not take; run forward(is_train=True) or use "
+                           f"mode='training' (node '{ctx.node.name}')")
+    b = ctx.b
+    axes = {a % x.ndim for a in p.axes}
+    mshape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    mask = dropout_mask(b, ctx.rng_state, ctx.node_index, mshape, p.p, x.dtype)
+    if axes:
+        mask = b.broadcast_in_dim(b.reshape(mask, tuple(d for i, d in enumerate(mshape) if i not in axes)),
+                                  x.shape, [i for i in range(x.ndim) if i not in axes])
+    return [b.mul(x, mask), mask]
 
 
 @lowers(LRN)
@@ -662,6 +692,7 @@ def _embedding_lower(ctx, p: EmbeddingParam, ids, w):
 
 # ---------------------------------------------------------------- gradient rules
 from .registry import differentiable  # noqa: E402
+from ..lowering.emitter import rng_bits, scatter_add_rows, select_and_scatter_max  # noqa: E402
 
 
 @differentiable(FullyConnected, ("ograd0", "in0", "in1"))
@@ -706,3 +737,233 @@ def _activation_grad(ctx, p: ActivationParam, g, v):
         dt = b.mul(b.sub(b.full_like(t, 1.0), b.mul(t, t)), b.logistic(v))
         return [b.mul(g, b.add(t, b.mul(v, dt)))]
     return [activation_grad(b, p.act_type, g, v)]
+
+
+# --- Convolution / Deconvolution gradients ---
+def _conv_weight_grad(b, x, g, kernel, stride, dilate, pad, groups: int):
+    """d weight (F, C/groups, k...) of a convolution of data x (N, C, ...) giving g (N, F, o...):
+    dw[f, c, j] = sum_{n, o} g[n, f, o] * xpad[n, c, o*s + j*d], a convolution of x (batch and
+    feature swapped) with g as kernel: window stride = dilation, kernel dilation = stride."""
+    nd = len(kernel)
+    sp = tuple(range(2, 2 + nd))
+    need = [(k - 1) * d + (o - 1) * s + 1 for k, d, s, o in zip(kernel, dilate, stride, g.shape[2:])]
+    xp = b.pad(x, 0.0, [0, 0] + list(pad),
+               [0, 0] + [max(n - q - xi, 0) for n, q, xi in zip(need, pad, x.shape[2:])])
+    if tuple(xp.shape[2:]) != tuple(need):
+        xp = b.slice(xp, [0] * x.ndim, tuple(xp.shape[:2]) + tuple(need))
+    cg, og = x.shape[1] // groups, g.shape[1] // groups
+    parts = []
+    for gi in range(groups):
+        xg = xp if groups == 1 else b.slice(xp, [0, gi * cg] + [0] * nd, (xp.shape[0], (gi + 1) * cg) + xp.shape[2:])
+        gg = g if groups == 1 else b.slice(g, [0, gi * og] + [0] * nd, (g.shape[0], (gi + 1) * og) + g.shape[2:])
+        y = b.convolution(b.transpose(xg, (1, 0) + sp), b.transpose(gg, (1, 0) + sp), (cg, og) + tuple(kernel),
+                          tuple(dilate), [(0, 0)] * nd, (1,) * nd, tuple(stride), 1, _conv_spec(nd))
+        parts.append(b.transpose(y, (1, 0) + sp))
+    return b.concatenate(parts, 0)
+
+
+def _channel_sum(b, g):
+    return b.reduce(g, [i for i in range(g.ndim) if i != 1], "add")
+
+
+@differentiable(Convolution, ("ograd0", "in0", "in1"))
+def _conv_grad(ctx, p: ConvolutionParam, g, x, w):
+    """[d data (a transposed convolution of g), d weight, d bias]."""
+    b = ctx.b
+    stride, dilate, pad = p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
+    dx = transposed_conv(b, g, w, x.shape, p.kernel, stride, dilate, pad, p.num_group)
+    dw = _conv_weight_grad(b, x, g, p.kernel, stride, dilate, pad, p.num_group)
+    return [dx, dw] if p.no_bias else [dx, dw, _channel_sum(b, g)]
+
+
+def _deconv_data_grad(b, g, w, x_shape, kernel, stride, dilate, pad, groups):
+    """A convolution of g with the deconvolution's weight; the high pad drops what adj added."""
+    pads = []
+    for xi, oi, k, s, d, q in zip(x_shape[2:], g.shape[2:], kernel, stride, dilate, pad):
+        adj = oi - (s * (xi - 1) + d * (k - 1) + 1 - 2 * q)
+        pads.append((q, max(q - adj, 0)))
+    return _convolve(b, g, w, x_shape, stride, pads, (1,) * len(kernel), dilate, groups)
+
+
+@differentiable(Deconvolution, ("ograd0", "in0", "in1"))
+def _deconv_grad(ctx, p: DeconvolutionParam, g, x, w):
+    b = ctx.b
+    stride, dilate = p.spatial("stride", 1), p.spatial("dilate", 1)
+    pad = _deconv_pad(p, x.shape[2:])
+    dx = _deconv_data_grad(b, g, w, x.shape, p.kernel, stride, dilate, pad, p.num_group)
+    # y[o*s + j*d - q] += x[i] w[j]: the weight gradient of a convolution of g by x
+    dw = _conv_weight_grad(b, g, x, p.kernel, stride, dilate, pad, p.num_group)
+    return [dx, dw] if p.no_bias else [dx, dw, _channel_sum(b, g)]
+
+
+# --- Pooling gradient ---
+def _pool_geometry(p: PoolingParam, xshape, out):
+    """Forward's (kernel, stride, pad, used input extent, high pad) per spatial axis."""
+    kernel, stride, pad = p.window(xshape)
+    in_sp = xshape[2:]
+    used = [min(xi, (o - 1) * s + k - q) for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
+    hi = [max((o - 1) * s + k - xi - q, 0) for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
+    return kernel, stride, pad, used, hi
+
+
+def _spread_windows(b, t, kernel, stride, padded_sp):
+    """sum over the windows covering each (padded) input position of t (shape out):
+    t dilated by the stride, then a unit-stride window sum."""
+    nd = len(kernel)
+    dil = [(o - 1) * s + 1 for o, s in zip(t.shape[2:], stride)]
+    tp = b.pad(t, 0.0, [0, 0] + [k - 1 for k in kernel], [0, 0] + [L - D for L, D in zip(padded_sp, dil)],
+               [0, 0] + [s - 1 for s in stride])
+    return b.reduce_window(tp, "add", (1, 1) + tuple(kernel), (1,) * (nd + 2), [(0, 0)] * (nd + 2),
+                           tuple(t.shape[:2]) + tuple(padded_sp))
+
+
+@differentiable(Pooling, lambda p: ["ograd0", "in0", "out0"] if p.pool_type == "lp"
+                else (["ograd0", "in0"] if p.pool_type == "max" else ["ograd0"]))
+def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
+    b = ctx.b
+    xshape, out = tuple(ctx.fwd_in_shapes[0]), tuple(ctx.fwd_out_shapes[0])
+    kernel, stride, pad, used, hi = _pool_geometry(p, xshape, out)
+    nd = len(kernel)
+    padded = [q + u + h for q, u, h in zip(pad, used, hi)]
+    crop = lambda v: b.slice(v, [0] * v.ndim, tuple(v.shape[:2]) + tuple(used)) \
+        if tuple(v.shape[2:]) != tuple(used) else v  # noqa: E731
+    if p.pool_type == "max":
+        xp = b.pad(crop(x), -math.inf, [0, 0] + list(pad), [0, 0] + list(hi))
+        dxp = select_and_scatter_max(b, xp, g, (1, 1) + tuple(kernel), (1, 1) + tuple(stride))
+    elif p.pool_type == "lp":
+        pv = p.p_value
+        t = g if pv == 1 else b.div(g, y if pv == 2 else b.pow(y, float(pv - 1)))
+        dxp = _spread_windows(b, t, kernel, stride, padded)
+    else:
+        t = g
+        if p.pool_type == "avg":
+            include_pad = p.count_include_pad is None or p.count_include_pad
+            per_axis = [_pool_counts(xi, o, k, s, q, include_pad)
+                        for xi, o, k, s, q in zip(xshape[2:], out[2:], kernel, stride, pad)]
+            for i, cs in enumerate(per_axis):
+                c = b.broadcast_in_dim(b.constant(np.asarray(cs, dtype=g.dtype), (len(cs),), g.dtype), out, [2 + i])
+                t = b.div(t, c)
+        dxp = _spread_windows(b, t, kernel, stride, padded)
+    dx = b.slice(dxp, [0, 0] + list(pad), tuple(out[:2]) + tuple(q + u for q, u in zip(pad, used)))
+    if p.pool_type == "lp" and p.p_value != 1:
+        xc = crop(x)
+        dx = b.mul(dx, xc if p.p_value == 2 else b.pow(xc, float(p.p_value - 1)))
+    if tuple(used) != tuple(xshape[2:]):
+        dx = b.pad(dx, 0.0, [0] * (nd + 2), [0, 0] + [xi - u for xi, u in zip(xshape[2:], used)])
+    return [dx]
+
+
+# --- LeakyReLU gradient ---
+@differentiable(LeakyReLU, lambda p: ["ograd0", "in0", "in1"] if p.act_type == "prelu" else ["ograd0", "in0"])
+def _leaky_relu_grad(ctx, p: LeakyReLUParam, g, x, gamma=None):
+    b = ctx.b
+    t = p.act_type
+    pos = b.compare(x, 0.0, "GT")
+    zero = b.full_like(x, 0.0)
+    if t == "gelu":   # 0.5 (1 + erf(x/sqrt2)) + x exp(-x^2/2) / sqrt(2 pi)
+        cdf = b.mul(b.add(b.op("chlo.erf", [b.mul(x, 1 / math.sqrt(2))], x.shape), 1.0), 0.5)
+        pdf = b.mul(b.exp(b.mul(b.mul(x, x), -0.5)), 1 / math.sqrt(2 * math.pi))
+        return [b.mul(g, b.add(cdf, b.mul(x, pdf)))]
+    if t == "leaky":
+        return [b.select(pos, g, b.mul(g, p.slope))]
+    if t == "elu":
+        return [b.select(pos, g, b.mul(g, b.mul(b.exp(x), p.slope)))]
+    if t == "selu":
+        return [b.mul(b.select(pos, g, b.mul(g, b.mul(b.exp(x), _SELU_ALPHA))), _SELU_LAMBDA)]
+    if t == "prelu":
+        gs = b.reshape(gamma, ()) if gamma.shape == (1,) else gamma
+        gb = b.broadcast_in_dim(gs, x.shape, [] if gs.ndim == 0 else [1])
+        dx = b.select(pos, g, b.mul(g, gb))
+        gx = b.mul(g, b.select(pos, zero, x))
+        dgamma = b.reduce(gx, [i for i in range(x.ndim) if not (gs.ndim == 1 and i == 1)], "add")
+        return [dx, b.reshape(dgamma, gamma.shape)]
+    raise AotexecError(f"LeakyReLU {t} has no gradient rule in aotexec (node '{ctx.node.name}')")
+
+
+# --- BatchNorm gradient (and the moving-stat update, done in backward as MXNet 1.9.1) ---
+@differentiable(BatchNorm, ("ograd0", "in0", "in1", "in3", "in4", "out1", "out2"), aux_updates=2)
+def _batch_norm_grad(ctx, p: BatchNormParam, g, x, gamma, moving_mean, moving_var, mean, inv_std):
+    """out1/out2 hold the statistics forward normalized with (batch ones in training, the moving
+    ones with use_global_stats) as mean and 1/sqrt(var + eps)."""
+    b = ctx.b
+    axis = p.axis % x.ndim
+    others = [i for i in range(x.ndim) if i != axis]
+    n = float(prod(x.shape[i] for i in others))
+    bc = lambda v: b.broadcast_in_dim(v, x.shape, [axis])  # noqa: E731
+    xc = b.sub(x, bc(mean))
+    xhat = b.mul(xc, bc(inv_std))
+    dbeta = b.reduce(g, others, "add")
+    dgamma_raw = b.reduce(b.mul(g, xhat), others, "add")
+    scale = inv_std if p.fix_gamma else b.mul(inv_std, gamma)
+    if p.use_global_stats:
+        dx = b.mul(g, bc(scale))
+        new_mean, new_var = moving_mean, moving_var
+    else:
+        inner = b.sub(b.sub(b.mul(g, n), bc(dbeta)), b.mul(xhat, bc(dgamma_raw)))
+        dx = b.mul(inner, bc(b.div(scale, n)))
+        var = b.div(b.reduce(b.mul(xc, xc), others, "add"), n)   # biased batch variance
+        m = p.momentum
+        new_mean = b.add(b.mul(moving_mean, m), b.mul(mean, 1.0 - m))
+        new_var = b.add(b.mul(moving_var, m), b.mul(var, 1.0 - m))
+    dgamma = b.full_like(gamma, 0.0) if p.fix_gamma else dgamma_raw
+    return [dx, dgamma, dbeta, new_mean, new_var]
+
+
+# --- Dropout gradient ---
+@differentiable(Dropout, lambda p: ["ograd0", "out1"] if p.p > 0 else ["ograd0"])
+def _dropout_grad(ctx, p: DropoutParam, g, mask=None):
+    return [g if mask is None else ctx.b.mul(g, mask)]
+
+
+# --- LRN gradient ---
+@differentiable(LRN, ("ograd0", "in0"))
+def _lrn_grad(ctx, p: LRNParam, g, x):
+    """dx = g norm^-beta - 2 alpha beta / n * x * sum_{j: x in window(j)} g_j x_j norm_j^(-beta-1)."""
+    b = ctx.b
+    n = p.nsize
+    window = (1, n) + (1,) * (x.ndim - 2)
+    unit = (1,) * x.ndim
+    s = b.reduce_window(b.mul(x, x), "add", window, unit, [(0, 0), (n // 2, n - 1 - n // 2)] + [(0, 0)] * (x.ndim - 2),
+                        x.shape)
+    norm = b.add(b.mul(s, p.alpha / n), p.knorm)
+    t = b.mul(b.mul(g, x), b.pow(norm, -p.beta - 1.0))
+    u = b.reduce_window(t, "add", window, unit, [(0, 0), (n - 1 - n // 2, n // 2)] + [(0, 0)] * (x.ndim - 2),
+                        x.shape)
+    return [b.sub(b.mul(g, b.pow(norm, -p.beta)), b.mul(b.mul(x, u), 2.0 * p.alpha * p.beta / n))]
+
+
+# --- UpSampling gradient ---
+@differentiable(UpSampling, lambda p: ["ograd0", "in0", "in1"] if p.sample_type == "bilinear" else ["ograd0"])
+def _upsampling_grad(ctx, p: UpSamplingParam, g, x=None, w=None):
+    b = ctx.b
+    if p.sample_type == "bilinear":
+        k, s = 2 * p.scale - p.scale % 2, p.scale
+        q = int(math.ceil((p.scale - 1) / 2))
+        c = x.shape[1]
+        dx = _deconv_data_grad(b, g, w, x.shape, (k, k), (s, s), (1, 1), (q, q), c)
+        dw = _conv_weight_grad(b, g, x, (k, k), (s, s), (1, 1), (q, q), c)
+        return [dx, dw]
+    grads, c0 = [], 0
+    n, _, oh, ow = g.shape
+    for shape in ctx.fwd_in_shapes:
+        c, h, w_ = shape[1], shape[2], shape[3]
+        part = g
+        if p.multi_input_mode == "concat":
+            part = b.slice(g, [0, c0, 0, 0], (n, c0 + c, oh, ow))
+            c0 += c
+        s = oh // h
+        blocks = b.reshape(part, (n, c, h, s, w_, s))
+        grads.append(b.reduce(blocks, [3, 5], "add"))
+    return grads
+
+
+# --- Embedding gradient ---
+@differentiable(Embedding, ("ograd0", "in0"))
+def _embedding_grad(ctx, p: EmbeddingParam, g, ids):
+    """The weight gets the head-gradient rows added at the (clipped) ids; ids get none."""
+    b = ctx.b
+    if ids.dtype.kind == "f":
+        idx = b.convert(b.clamp(0.0, ids, float(p.input_dim - 1)), "int32")
+    else:
+        idx = b.clamp(0, b.convert(ids, "int32"), p.input_dim - 1)
+    return [None, scatter_add_rows(b, (p.input_dim, p.output_dim), idx, g, 0)]

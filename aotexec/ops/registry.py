@@ -52,6 +52,7 @@ class OpDef:
     aux_updates: int = 0
     forward_op: "OpDef | None" = None      # set on the generated _backward_<op>
     random: bool = False                   # reads ``ctx.rng_state`` in training (Dropout)
+    listed_inputs: bool = True             # False: MXNet names inputs input0.. (no FListInputNames)
 
     def input_names(self, p: Any) -> list[str]:
         if self.variadic:

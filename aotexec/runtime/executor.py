@@ -31,7 +31,8 @@ HEAD_GRAD_REQUIRED = ("Check failed: i < head_grads.size() && !head_grads[i].is_
 def compile_provider(cpu: str = "host", mirror: bool | None = None) -> ProgramProvider:
     """Compile on demand through the cache; ``mirror`` recomputes cheap activations in backward
     (default: the MXNET_BACKWARD_DO_MIRROR environment variable)."""
-    def provide(symbol, typing: Typing, modes: Sequence[str], ctx: Context, reqs: dict) -> Program:
+    def provide(symbol, typing: Typing, modes: Sequence[str], ctx: Context, reqs: dict,
+                monitor: str | None = None) -> Program:
         try:
             from .. import build
         except ImportError as e:
@@ -41,8 +42,8 @@ def compile_provider(cpu: str = "host", mirror: bool | None = None) -> ProgramPr
                 "through ax.load(path).bind(...)") from None
         mir = build.mirror_from_env() if mirror is None else mirror
         vmfb, spec = build.compile_program(symbol, typing, modes, build.options_for(ctx, cpu=cpu), reqs=reqs,
-                                           mirror=mir)
-        return Program(ctx, vmfb, spec)
+                                           mirror=mir and not monitor, monitor=monitor)
+        return Program(ctx, vmfb, spec, traced=monitor is not None)
     return provide
 
 
@@ -132,7 +133,7 @@ class Executor:
         self.outputs = [nd_zeros(typing.shape_of(e), ctx=ctx, dtype=typing.dtype_of(e)) for e in symbol._outputs]
         self._train_differs = any(n.op is not None and n.op.name in ("BatchNorm", "Dropout", "LeakyReLU")
                                   for n in g.nodes)
-        self._monitor = None
+        self._monitor: tuple[Callable, str] | None = None
         self._program(("forward_infer",))  # compile (or fetch) at bind, like MXNet allocates at bind
 
     # ---- MXNet's views of the arrays -----------------------------------
@@ -158,10 +159,17 @@ class Executor:
 
     # ---- execution --------------------------------------------------------
     def _program(self, modes: tuple[str, ...]) -> Program:
-        prog = self._programs.get(modes)
+        """The compiled program for ``modes``; the traced debug build while a monitor is set."""
+        key = modes + ((f"monitor:{self._monitor[1]}",) if self._monitor else ())
+        prog = self._programs.get(key)
         if prog is None:
-            prog = self._provider(self._symbol, self._typing, list(modes), self._ctx, self._grad_req)
-            self._programs[modes] = prog
+            if self._monitor:
+                prog = self._provider(self._symbol, self._typing, list(modes), self._ctx, self._grad_req,
+                                      monitor=self._monitor[1])
+                prog.on_trace = self._monitor[0]
+            else:
+                prog = self._provider(self._symbol, self._typing, list(modes), self._ctx, self._grad_req)
+            self._programs[key] = prog
         return prog
 
     def _rng(self, prog: Program, entry: str) -> list:
@@ -268,7 +276,15 @@ class Executor:
         return self.outputs
 
     def set_monitor_callback(self, callback, monitor_all: bool = False) -> None:
-        raise AotexecError("set_monitor_callback is not implemented yet in aotexec")
+        """``callback(name, NDArray)`` for every node output (and input, with ``monitor_all``)
+        in execution order, as MXNet names them.  Runs a separately compiled traced build."""
+        if callback is None:
+            self._monitor = None
+            return
+        self._monitor = (callback, "all" if monitor_all else "outputs")
+        for key, prog in self._programs.items():
+            if key[-1] == f"monitor:{self._monitor[1]}":
+                prog.on_trace = callback
 
     def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
                          allow_extra_params: bool = False) -> None:

@@ -58,10 +58,18 @@ _modules_lock = threading.Lock()
 class Program:
     """A loaded vmfb with its entry-point signatures, on one device."""
 
-    def __init__(self, ctx: Context, vmfb: bytes, spec: ProgramSpec):
+    def __init__(self, ctx: Context, vmfb: bytes, spec: ProgramSpec, traced: bool = False):
+        """``traced``: a monitor build; its trace ops call ``self.on_trace(key, ndarray)``."""
         self.ctx = ctx
         self.spec = spec
         self.device = Device.get(ctx)
+        self.on_trace = None
+        self._traced: list | None = None
+        if traced:
+            import iree.runtime as rt
+            sink = rt.HalModuleDebugSink(self._trace)
+            self.module = self.device.load_module(vmfb, debug_sink=sink)
+            return
         digest = hashlib.sha256(vmfb).hexdigest()
         with _modules_lock:
             mod = _modules.get((ctx, digest))
@@ -69,6 +77,14 @@ class Program:
                 mod = self.device.load_module(vmfb)
                 _modules[(ctx, digest)] = mod
         self.module = mod
+
+    def _trace(self, key: str, views: list) -> None:
+        """Collect during the call; ``run`` delivers in program order afterwards."""
+        if self.on_trace is None or self._traced is None:
+            return
+        seq, _, name = key.partition("|")
+        for view in views:
+            self._traced.append((int(seq), name, self.device.download(view)))
 
     def entry(self, name: str) -> EntryPoint:
         try:
@@ -78,7 +94,17 @@ class Program:
                                f"{', '.join(self.spec.entries)}") from None
 
     def run(self, name: str, views: list) -> list:
-        return self.module.invoke(name, views)
+        if self.on_trace is None:
+            return self.module.invoke(name, views)
+        from .ndarray import array
+        self._traced = []
+        try:
+            results = self.module.invoke(name, views)
+        finally:
+            traced, self._traced = self._traced, None
+        for _, key, host in sorted(traced, key=lambda t: t[0]):
+            self.on_trace(key, array(host, ctx=self.ctx))
+        return results
 
 
 def dtype_name(d: Any) -> str:
