@@ -36,7 +36,10 @@ def _float_literal(v: float, dtype) -> str:
         bits = {"float16": ("0x7C00", "0xFC00"), "float64": ("0x7FF0000000000000", "0xFFF0000000000000")}
         pos, neg = bits.get(np.dtype(dtype).name, ("0x7F800000", "0xFF800000"))
         return pos if v > 0 else neg
-    return repr(float(v))
+    r = repr(float(v))
+    if "e" in r and "." not in r:   # MLIR wants a mantissa point: 5e-05 -> 5.0e-05
+        r = r.replace("e", ".0e", 1)
+    return r
 
 
 @dataclass(frozen=True)

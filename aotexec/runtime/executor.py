@@ -134,6 +134,9 @@ class Executor:
         self._train_differs = any(n.op is not None and n.op.name in ("BatchNorm", "Dropout", "LeakyReLU")
                                   for n in g.nodes)
         self._monitor: tuple[Callable, str] | None = None
+        from .device import Device
+        self._device = Device.get(ctx)
+        self._mirror = None
         self._program(("forward_infer",))  # compile (or fetch) at bind, like MXNet allocates at bind
 
     # ---- MXNet's views of the arrays -----------------------------------
@@ -224,10 +227,12 @@ class Executor:
                 if n.startswith("old_grad:")]
 
     def _store(self, names: list[str], views: list) -> None:
-        """Results named ``grad:<arg>`` / ``aux:<name>`` become the arrays' new buffers."""
+        """Copy results named ``grad:<arg>`` / ``aux:<name>`` into the arrays' own buffers, which
+        reshaped and shared executors see too (a device-side copy)."""
+        device = self._device
         for name, view in zip(names, views):
             kind, key = name.split(":", 1)
-            (self.grad_dict if kind == "grad" else self.aux_dict)[key].handle = view
+            device.copy(view, (self.grad_dict if kind == "grad" else self.aux_dict)[key].handle)
 
     def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
         self._feed(kwargs)
@@ -285,6 +290,43 @@ class Executor:
         for key, prog in self._programs.items():
             if key[-1] == f"monitor:{self._monitor[1]}":
                 prog.on_trace = callback
+
+    def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False, **kwargs) -> "Executor":
+        """A new executor for new input shapes sharing this one's arrays (MXNet's rules):
+        same-size or smaller arrays are views of the originals, larger ones are new."""
+        import math
+        arg_shapes, _, aux_shapes = self._symbol.infer_shape(**kwargs)
+        if arg_shapes is None:
+            raise AotexecError(f"reshape: cannot infer all shapes from {kwargs}")
+
+        def share(kind: str, name: str, arr: NDArray, shape: tuple, grad: NDArray | None):
+            if not (partial_shaping or name in kwargs or shape == arr.shape):
+                raise AotexecError(
+                    f"Shape of unspecifie {kind}: {name} changed. This can cause the new executor to not share "
+                    "parameters with the old one. Please check for error in network.If this is intended, set "
+                    "partial_shaping=True to suppress this warning.")
+            if math.prod(shape) > arr.size:
+                if not allow_up_sizing:
+                    raise AotexecError(
+                        f"Check failed: allow_up_sizing: New shape of {kind}: {name} is larger than original."
+                        "First making a big executor and then down sizing it is more efficient than the reverse."
+                        "If you really want to up size, set allow_up_sizing=True to enable allocation of new arrays.")
+                return (nd_zeros(shape, ctx=self._ctx, dtype=arr.dtype),
+                        None if grad is None else nd_zeros(shape, ctx=self._ctx, dtype=grad.dtype))
+            return self._view(arr, shape), None if grad is None else self._view(grad, shape)
+
+        args, grads, aux = {}, {}, {}
+        for name, shape in zip(self._arg_names, arg_shapes):
+            args[name], grads[name] = share("arg", name, self.arg_dict[name], tuple(shape), self.grad_dict.get(name))
+        for name, shape in zip(self._aux_names, aux_shapes):
+            aux[name], _ = share("aux", name, self.aux_dict[name], tuple(shape), None)
+        return bind(self._symbol, self._ctx, args, args_grad=grads, grad_req=dict(self._grad_req),
+                    aux_states=aux, provider=self._provider)
+
+    def _view(self, arr: NDArray, shape: tuple) -> NDArray:
+        if tuple(shape) == arr.shape:
+            return arr
+        return NDArray(self._device.view(arr.handle, shape, arr.dtype), shape, arr.dtype, self._ctx)
 
     def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
                          allow_extra_params: bool = False) -> None:
