@@ -144,6 +144,13 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
         funcs.append(lower_function("forward_infer", typing, variables, heads, monitor=monitor))
         spec.entries["forward_infer"] = _sig("forward_infer", typing, variables, var_names, heads,
                                              [e.name for e in heads])
+    for mode in ("steps_infer", "steps_train"):
+        if mode in modes:
+            for k, (node, ins, outs) in enumerate(step_plan(typing, heads)):
+                fn = f"{mode}_{k}"
+                funcs.append(lower_function(fn, typing, ins, outs, is_train=mode == "steps_train", monitor=monitor))
+                spec.entries[fn] = _sig(fn, typing, ins, [e.name for e in ins], outs, [e.name for e in outs],
+                                        rng=uses_rng(typing, outs, ins, mode == "steps_train"))
     train = [m for m in modes if m in TRAIN_MODES]
     if train:
         plan = training_plan(symbol, typing, reqs or {}, mirror)
@@ -181,6 +188,21 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
                                               var_names + hg_names + old_names, outs,
                                               out_names + grad_names + aux_names, rng=uses_rng(t, outs, ins, True))
     return module_text(funcs), spec
+
+
+def step_plan(typing: Typing, heads: Sequence[Entry]) -> list[tuple]:
+    """partial_forward's steps: each op node with the entries it reads and the ones it must keep
+    (visible outputs and outputs later nodes read)."""
+    g = typing.graph
+    read = {(id(e.node), e.index) for n in g.nodes for e in n.inputs} | {(id(e.node), e.index) for e in heads}
+    steps = []
+    for node in g.nodes:
+        if node.op is None:
+            continue
+        outs = [Entry(node, i) for i in range(node.num_outputs)
+                if i < node.num_visible_outputs or (id(node), i) in read]
+        steps.append((node, list(node.inputs), outs))
+    return steps
 
 
 def program_key(symbol_json: str, shapes: dict, dtypes: dict, modes: Sequence[str], opts: CompileOptions,

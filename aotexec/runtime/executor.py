@@ -252,6 +252,41 @@ class Executor:
             out.handle = view
         return self.outputs
 
+    def partial_forward(self, is_train: bool = False, step: int = 0) -> int:
+        """Run op node ``step`` (in execution order) and return how many steps are left
+        (the C++ PartialForward contract).  Each node is its own compiled function."""
+        from ..graph import Entry
+        mode = "steps_train" if is_train else "steps_infer"
+        prog = self._program((mode,))
+        nodes = [n for n in self._typing.graph.nodes if n.op is not None]
+        if not 0 <= step < len(nodes):
+            raise AotexecError(f"partial_forward: step {step} is out of range; the graph has {len(nodes)} op nodes")
+        if step == 0 or not hasattr(self, "_step_values"):
+            self._step_values = {}
+        node = nodes[step]
+        fn = f"{mode}_{step}"
+        ep = prog.entry(fn)
+        views = []
+        for e in node.inputs:
+            if e.node.op is None:
+                src = self.arg_dict[e.node.name] if e.node.name in self.arg_dict else self.aux_dict[e.node.name]
+                views.append(src.handle)
+            else:
+                key = (id(e.node), e.index)
+                if key not in self._step_values:
+                    raise AotexecError(f"partial_forward: step {step} ({node.name}) needs {e.name}; run the earlier "
+                                       "steps first, starting at step 0")
+                views.append(self._step_values[key])
+        results = prog.run(fn, views + self._rng(prog, fn))
+        for name, view in zip(ep.outputs, results):
+            idx = next(i for i in range(node.num_outputs) if node.entry_name(i) == name)
+            self._step_values[(id(node), idx)] = view
+        for out, head in zip(self.outputs, self._symbol._outputs):
+            v = self._step_values.get((id(head.node), head.index))
+            if v is not None:
+                out.handle = v
+        return len(nodes) - step - 1
+
     def backward(self, out_grads=None, is_train: bool = True) -> None:
         """Gradients into ``grad_arrays`` (write / add), and BatchNorm's moving statistics."""
         if not self._wrt:
