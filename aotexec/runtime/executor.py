@@ -444,10 +444,32 @@ def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, g
     arg_names = symbol.list_arguments()
     reqs = _normalize_grad_req(grad_req, arg_names)
 
-    def alloc(n):
-        return nd_zeros(typing.node_shape(n), ctx=ctx, dtype=typing.node_dtype(n))
+    shared_names = set(shared_arg_names or ())
+
+    def alloc(n, grad: bool = False):
+        """Arrays shared with ``shared_exec`` / ``shared_buffer`` (bucketing) or fresh zeros."""
+        shape, dtype = tuple(typing.node_shape(n)), np.dtype(typing.node_dtype(n))
+        if shared_exec is not None and n.name in shared_names:
+            src = (shared_exec.grad_dict if grad else shared_exec.arg_dict).get(n.name)
+            if src is None and not grad:
+                src = shared_exec.aux_dict.get(n.name)
+            if src is not None:
+                if src.shape != shape or np.dtype(src.dtype) != dtype:
+                    raise AotexecError(f"Shape or dtype of shared array {n.name} mismatch: the shared executor "
+                                       f"has {src.shape} {np.dtype(src.dtype).name}, this one needs {shape} {dtype.name}")
+                return src
+        if shared_buffer is not None and not grad and n.name not in shared_names:
+            buf = shared_buffer.get(n.name)
+            if buf is not None and buf.size >= int(np.prod(shape)) and np.dtype(buf.dtype) == dtype:
+                from .device import Device
+                return NDArray(Device.get(ctx).view(buf.handle, shape, dtype), shape, dtype, ctx) \
+                    if buf.shape != shape else buf
+            arr = nd_zeros(shape, ctx=ctx, dtype=dtype)
+            shared_buffer[n.name] = arr
+            return arr
+        return nd_zeros(shape, ctx=ctx, dtype=dtype)
 
     args = {n.name: alloc(n) for n in g.arguments()}
     aux = {n.name: alloc(n) for n in g.aux_states()}
-    grads = {n.name: (alloc(n) if reqs[n.name] != "null" else None) for n in g.arguments()}
+    grads = {n.name: (alloc(n, grad=True) if reqs[n.name] != "null" else None) for n in g.arguments()}
     return Executor(symbol, ctx, typing, args, grads, reqs, aux, provider or compile_provider(mirror=mirror))
