@@ -51,6 +51,7 @@ class OpDef:
     grad_reads: Callable[[Any], list[str]] | None = None
     aux_updates: int = 0
     forward_op: "OpDef | None" = None      # set on the generated _backward_<op>
+    zero_grad: bool = False                # gradient is zero everywhere (BlockGrad): no backward node
     random: bool = False                   # reads ``ctx.rng_state`` in training (Dropout)
     listed_inputs: bool = True             # False: MXNet names inputs input0.. (no FListInputNames)
 

@@ -36,6 +36,9 @@ class GradientGraph:
         return IndexedGraph(self.heads)
 
 
+_ZERO = object()   # a gradient contribution known to be zero (nnvm's zero_ops)
+
+
 @dataclass(frozen=True)
 class _HeadGrad:
     """Placeholder for output ``index``'s head gradient, made a variable only if read."""
@@ -65,7 +68,11 @@ def _zeros_like(e: Entry) -> Entry:
 
 
 def build_gradient_graph(heads: list[Entry], wrt: list[str]) -> GradientGraph:
-    """Backward nodes for the arguments named in ``wrt`` (their grad_req is not 'null')."""
+    """Backward nodes for the arguments named in ``wrt`` (their grad_req is not 'null').
+
+    Like nnvm, a node whose output gradients are all zero (BlockGrad above it, unused
+    outputs) gets no backward node: zeros flow on without costing memory or time.
+    """
     g = IndexedGraph(heads)
     by_name = {n.name: n for n in g.arguments()}
     targets = [by_name[n] for n in wrt]
@@ -76,58 +83,58 @@ def build_gradient_graph(heads: list[Entry], wrt: list[str]) -> GradientGraph:
         contrib.setdefault((id(h.node), h.index), []).append(_HeadGrad(i))
 
     def ograd(node: Node, k: int) -> Entry:
-        key = (id(node), k)
         parts = []
-        for c in contrib.get(key, []):
+        for c in contrib.get((id(node), k), []):
             if isinstance(c, _HeadGrad):
-                i = c.index
-                if i not in head_vars:
-                    head_vars[i] = Node(None, f"_head_grad_{i}")
-                var = head_vars[i]
-                parts.append(Entry(Node(OPS["_identity_with_attr_like_rhs"], f"_head_grad_{i}_id", {},
+                var = head_vars.setdefault(c.index, Node(None, f"_head_grad_{c.index}"))
+                parts.append(Entry(Node(OPS["_identity_with_attr_like_rhs"], f"_head_grad_{c.index}_id", {},
                                         [Entry(var), Entry(node, k)])))
-            else:
+            elif c is not _ZERO:
                 parts.append(c)
-        if not parts:
-            return _zeros_like(Entry(node, k))
-        return _sum(parts, f"{node.entry_name(k)}_grad_sum")
+        return _sum(parts, f"{node.entry_name(k)}_grad_sum") if parts else _zeros_like(Entry(node, k))
 
-    backward: dict[int, Node] = {}
     aux_updates: dict[str, Entry] = {}
     for node in reversed(g.nodes):
         if node.op is None or id(node) not in need:
             continue
         op = node.op
-        if op.grad_reads is None:
-            raise AotexecError(f"Operator {op.name} has no gradient rule (node '{node.name}'), so gradients "
-                               f"cannot flow through it; bind with grad_req='null' for the arguments before it.\n"
-                               f"  {node.format()}")
-        reads = []
-        for token in op.grad_reads(node.params):
-            kind, idx = token.rstrip("0123456789"), int(token[len(token.rstrip("0123456789")):])
-            if kind == "ograd":
-                reads.append(ograd(node, idx))
-            elif kind == "in":
-                reads.append(node.inputs[idx])
-            elif kind == "out":
-                reads.append(Entry(node, idx))
-            else:
-                raise AotexecError(f"bad gradient read '{token}' declared by {op.name}")
-        bwd_op = OPS[f"_backward_{op.name}"]
-        bnode = Node(bwd_op, f"{node.name}_backward", dict(node.attrs), reads, node.params, [node])
-        backward[id(node)] = bnode
-        aux_pos = node.aux_positions()
-        k = 0
-        for pos, e in enumerate(node.inputs):
-            if pos in aux_pos:
-                continue
+        grad_inputs = [(pos, e) for pos, e in enumerate(node.inputs) if pos not in node.aux_positions()]
+        all_zero = not any(c is not _ZERO for k in range(node.num_outputs) for c in contrib.get((id(node), k), []))
+        if op.zero_grad or all_zero:
+            for _, e in grad_inputs:
+                if id(e.node) in need:
+                    contrib.setdefault((id(e.node), e.index), []).append(_ZERO)
+            continue
+        bnode = _backward_node(node, ograd)
+        for k, (_, e) in enumerate(grad_inputs):
             if id(e.node) in need:
                 contrib.setdefault((id(e.node), e.index), []).append(Entry(bnode, k))
-            k += 1
-        for j, pos in enumerate(aux_pos[:op.aux_updates]):
-            aux_updates[node.inputs[pos].node.name] = Entry(bnode, k + j)
+        for j, pos in enumerate(node.aux_positions()[:op.aux_updates]):
+            aux_updates[node.inputs[pos].node.name] = Entry(bnode, len(grad_inputs) + j)
     grads: dict[str, Entry] = {}
     for var in targets:
-        parts = [c for c in contrib.get((id(var), 0), []) if not isinstance(c, _HeadGrad)]
+        parts = [c for c in contrib.get((id(var), 0), []) if isinstance(c, Entry)]
         grads[var.name] = _sum(parts, f"{var.name}_grad_sum") if parts else _zeros_like(Entry(var))
     return GradientGraph(list(heads), grads, aux_updates, head_vars)
+
+
+def _backward_node(node: Node, ograd) -> Node:
+    """``<node>_backward`` reading what the op's gradient rule declares."""
+    op = node.op
+    if op.grad_reads is None:
+        raise AotexecError(f"Operator {op.name} has no gradient rule (node '{node.name}'), so gradients "
+                           f"cannot flow through it; bind with grad_req='null' for the arguments before it.\n"
+                           f"  {node.format()}")
+    reads = []
+    for token in op.grad_reads(node.params):
+        kind = token.rstrip("0123456789")
+        idx = int(token[len(kind):])
+        if kind == "ograd":
+            reads.append(ograd(node, idx))
+        elif kind == "in":
+            reads.append(node.inputs[idx])
+        elif kind == "out":
+            reads.append(Entry(node, idx))
+        else:
+            raise AotexecError(f"bad gradient read '{token}' declared by {op.name}")
+    return Node(OPS[f"_backward_{op.name}"], f"{node.name}_backward", dict(node.attrs), reads, node.params, [node])
