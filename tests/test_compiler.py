@@ -72,6 +72,7 @@ def test_iree_flags_per_target():
         "--iree-hal-local-target-device-backends=llvm-cpu",
         "--iree-llvmcpu-target-cpu=x86-64-v3",
         "--iree-opt-level=O2",
+        "--iree-input-demote-f64-to-f32=false",
         "--iree-opt-data-tiling",
         "--mlir-timing",
     ]

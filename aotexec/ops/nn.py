@@ -6,6 +6,7 @@ input/aux/output names, shape rules).
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -692,7 +693,7 @@ def _embedding_lower(ctx, p: EmbeddingParam, ids, w):
 
 # ---------------------------------------------------------------- gradient rules
 from .registry import differentiable  # noqa: E402
-from ..lowering.emitter import rng_bits, scatter_add_rows, select_and_scatter_max  # noqa: E402
+from ..lowering.emitter import rng_bits, scatter_add_rows  # noqa: E402
 
 
 @differentiable(FullyConnected, ("ograd0", "in0", "in1"))
@@ -817,6 +818,67 @@ def _spread_windows(b, t, kernel, stride, padded_sp):
                            tuple(t.shape[:2]) + tuple(padded_sp))
 
 
+def _max_pool_scatter_tiled(b, xp, g, kernel):
+    """Non-overlapping windows tiling xp: split each spatial axis into (out, kernel), mark the
+    first maximum of each window (smallest row-major offset), and route g there."""
+    nd = len(kernel)
+    out = g.shape
+    split = tuple(out[:2]) + tuple(d for o, k in zip(out[2:], kernel) for d in (o, k))
+    inner = [3 + 2 * i for i in range(nd)]
+    outer = [0, 1] + [2 + 2 * i for i in range(nd)]
+    xs = b.reshape(xp, split)
+    y = b.reduce(xs, inner, "max")
+    eq = b.compare(xs, b.broadcast_in_dim(y, split, outer), "EQ")
+    pos = None     # row-major offset inside the window
+    for i, k in enumerate(kernel):
+        term = b.iota(split, inner[i], "int32")
+        stride_i = int(np.prod(kernel[i + 1:])) if i + 1 < nd else 1
+        term = b.mul(term, stride_i) if stride_i != 1 else term
+        pos = term if pos is None else b.add(pos, term)
+    big = b.full_like(pos, int(np.prod(kernel)))
+    first = b.reduce(b.select(eq, pos, big), inner, "min")
+    hit = b.compare(pos, b.broadcast_in_dim(first, split, outer), "EQ")
+    gs = b.broadcast_in_dim(g, split, outer)
+    return b.reshape(b.select(hit, gs, b.full_like(gs, 0.0)), xp.shape)
+
+
+def _max_pool_scatter(b, xp, g, kernel, stride):
+    """Each window's g goes to the first maximum of the (-inf padded) input xp, as MXNet's
+    pool.h: per kernel offset, a strided slice compared with the window max picks where g goes;
+    the K picks (batch and channel merged, K as features) go back to input positions by one
+    transposed convolution with a one-hot kernel.  (IREE 3.13 rejects select_and_scatter with
+    overlapping windows, and miscompiles a sum of interior-padded slices.)"""
+    nd = len(kernel)
+    out = g.shape
+    if tuple(kernel) == tuple(stride) and all(L == o * k for L, o, k in zip(xp.shape[2:], out[2:], kernel)):
+        return _max_pool_scatter_tiled(b, xp, g, kernel)
+    nc = out[0] * out[1]
+    y = b.reduce_window(xp, "max", (1, 1) + tuple(kernel), (1, 1) + tuple(stride), [(0, 0)] * (nd + 2), out)
+    zero = b.full_like(g, 0.0)
+    offsets = list(itertools.product(*[range(k) for k in kernel]))
+    taken, picks = None, []
+    for off in offsets:
+        limit = tuple(out[:2]) + tuple(f + (o - 1) * s + 1 for f, o, s in zip(off, out[2:], stride))
+        eq = b.compare(b.slice(xp, [0, 0] + list(off), limit, (1, 1) + tuple(stride)), y, "EQ")
+        if taken is None:
+            taken = eq
+        else:
+            eq = b.op("stablehlo.and", [eq, b.op("stablehlo.not", [taken], taken.shape)], eq.shape)
+            taken = b.op("stablehlo.or", [taken, eq], eq.shape)
+        picks.append(b.reshape(b.select(eq, g, zero), (nc, 1) + tuple(out[2:])))
+    m = b.concatenate(picks, 1)                                   # (N*C, K, o...)
+    # w[0, j, t] = 1 where t = k-1-j (flipped, as a transposed convolution)
+    w = np.zeros((1, len(offsets)) + tuple(kernel), dtype=g.dtype)
+    for j, off in enumerate(offsets):
+        w[(0, j) + tuple(k - 1 - f for k, f in zip(kernel, off))] = 1
+    wv = b.constant(w, w.shape, g.dtype)
+    dil = [(o - 1) * s + 1 for o, s in zip(out[2:], stride)]
+    pads = [(k - 1, L - d) for k, L, d in zip(kernel, xp.shape[2:], dil)]
+    r = b.convolution(m, wv, (nc, 1) + tuple(xp.shape[2:]), (1,) * nd, pads, tuple(stride), (1,) * nd, 1,
+                      _conv_spec(nd))
+    return b.reshape(r, xp.shape)
+
+
 @differentiable(Pooling, lambda p: ["ograd0", "in0", "out0"] if p.pool_type == "lp"
                 else (["ograd0", "in0"] if p.pool_type == "max" else ["ograd0"]))
 def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
@@ -828,8 +890,9 @@ def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
     crop = lambda v: b.slice(v, [0] * v.ndim, tuple(v.shape[:2]) + tuple(used)) \
         if tuple(v.shape[2:]) != tuple(used) else v  # noqa: E731
     if p.pool_type == "max":
-        xp = b.pad(crop(x), -math.inf, [0, 0] + list(pad), [0, 0] + list(hi))
-        dxp = select_and_scatter_max(b, xp, g, (1, 1) + tuple(kernel), (1, 1) + tuple(stride))
+        g = b.op("stablehlo.optimization_barrier", [g], g.shape)
+        dxp = _max_pool_scatter(b, b.pad(crop(x), -math.inf, [0, 0] + list(pad), [0, 0] + list(hi)), g,
+                                kernel, stride)
     elif p.pool_type == "lp":
         pv = p.p_value
         t = g if pv == 1 else b.div(g, y if pv == 2 else b.pow(y, float(pv - 1)))
@@ -897,7 +960,9 @@ def _batch_norm_grad(ctx, p: BatchNormParam, g, x, gamma, moving_mean, moving_va
     scale = inv_std if p.fix_gamma else b.mul(inv_std, gamma)
     if p.use_global_stats:
         dx = b.mul(g, bc(scale))
-        new_mean, new_var = moving_mean, moving_var
+        # unchanged; a computed copy, not the input itself (the runtime copies results into the
+        # aux arrays, and Vulkan rejects a copy of a buffer onto itself)
+        new_mean, new_var = b.add(moving_mean, 0.0), b.add(moving_var, 0.0)
     else:
         inner = b.sub(b.sub(b.mul(g, n), bc(dbeta)), b.mul(xhat, bc(dgamma_raw)))
         dx = b.mul(inner, bc(b.div(scale, n)))

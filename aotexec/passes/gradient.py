@@ -115,6 +115,9 @@ def build_gradient_graph(heads: list[Entry], wrt: list[str]) -> GradientGraph:
     for var in targets:
         parts = [c for c in contrib.get((id(var), 0), []) if isinstance(c, Entry)]
         grads[var.name] = _sum(parts, f"{var.name}_grad_sum") if parts else _zeros_like(Entry(var))
+    # a head gradient read only by pruned (all-zero) branches is not an input after all
+    used = {id(n) for n in IndexedGraph(list(heads) + list(grads.values()) + list(aux_updates.values())).nodes}
+    head_vars = {i: v for i, v in head_vars.items() if id(v) in used}
     return GradientGraph(list(heads), grads, aux_updates, head_vars)
 
 
