@@ -200,6 +200,7 @@ class Artifact:
         shapes = shapes or self.shapes
         dtypes = {k: np.dtype(v) for k, v in self.manifest["dtypes"].items()}
         ex = simple_bind(self.symbol, ctx, grad_req="null", type_dict=dtypes, provider=self._provider, **shapes)
+        ex._program(("forward_infer",))   # loading is cheap: check shapes and target now
         ex.copy_params_from(self.arg_params, self.aux_params, allow_extra_params=True)
         return ex
 
@@ -209,8 +210,10 @@ class Artifact:
         if grad_req != "null" and args_grad is not None:
             raise AotexecError("this artifact has inference entry points only; bind with grad_req='null'")
         ctx = ctx or self.ctx or current_context()
-        return bind(self.symbol, ctx, args, args_grad=None, grad_req="null", aux_states=aux_states,
-                    provider=self._provider)
+        ex = bind(self.symbol, ctx, args, args_grad=None, grad_req="null", aux_states=aux_states,
+                  provider=self._provider)
+        ex._program(("forward_infer",))
+        return ex
 
     def __repr__(self) -> str:
         return f"<Artifact {self.manifest.get('name')} at {self.path} targets={self.targets}>"

@@ -137,7 +137,8 @@ class Executor:
         from .device import Device
         self._device = Device.get(ctx)
         self._mirror = None
-        self._program(("forward_infer",))  # compile (or fetch) at bind, like MXNet allocates at bind
+        # programs compile (or come from the cache) on first use: a training executor never
+        # needs the inference build, an inference one never needs the training build
 
     # ---- MXNet's views of the arrays -----------------------------------
     @property
