@@ -168,8 +168,10 @@ def test_second_bind_hits_the_compile_cache():
     net = ax.sym.FullyConnected(data, num_hidden=3, name="cachefc")
     before = dict(build.stats)
     ex1 = net.simple_bind(ax.cpu(), grad_req="null", data=(2, 7))
+    ex1.forward()
     mid = dict(build.stats)
     ex2 = net.simple_bind(ax.cpu(), grad_req="null", data=(2, 7))
+    ex2.forward()
     after = dict(build.stats)
     assert mid["misses"] == before["misses"] + 1
     assert after["hits"] == mid["hits"] + 1 and after["misses"] == mid["misses"]
