@@ -119,7 +119,8 @@ def mirror_from_env() -> bool:
     return os.environ.get("MXNET_BACKWARD_DO_MIRROR", "0").strip() not in ("", "0", "false", "False")
 
 
-def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: bool = False) -> EntryPoint:
+def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: bool = False,
+         output_args: bool = False) -> EntryPoint:
     def es(x):
         return Entry(x) if not isinstance(x, Entry) else x
     extra = ([[2]], ["uint64"]) if rng else ([], [])
@@ -128,12 +129,14 @@ def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: b
                       input_dtypes=[np.dtype(typing.dtype_of(es(i))).name for i in inputs] + extra[1],
                       outputs=list(out_names),
                       output_shapes=[list(typing.shape_of(o)) for o in outputs],
-                      output_dtypes=[np.dtype(typing.dtype_of(o)).name for o in outputs])
+                      output_dtypes=[np.dtype(typing.dtype_of(o)).name for o in outputs],
+                      output_args=output_args)
 
 
 def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, str] | None = None,
                  mirror: bool = False, monitor: str | None = None) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each."""
+    planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph
     variables = g.arguments() + g.aux_states()
     var_names = [n.name for n in variables]
@@ -141,9 +144,9 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
     spec = ProgramSpec()
     funcs = []
     if "forward_infer" in modes:
-        funcs.append(lower_function("forward_infer", typing, variables, heads, monitor=monitor))
+        funcs.append(lower_function("forward_infer", typing, variables, heads, monitor=monitor, output_args=planned))
         spec.entries["forward_infer"] = _sig("forward_infer", typing, variables, var_names, heads,
-                                             [e.name for e in heads])
+                                             [e.name for e in heads], output_args=planned)
     for mode in ("steps_infer", "steps_train"):
         if mode in modes:
             for k, (node, ins, outs) in enumerate(step_plan(typing, heads)):
@@ -168,25 +171,30 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
         old_names = [f"old_grad:{n}" for n in plan.add]   # extra inputs, typed like the gradient
         if "forward_train" in train:
             outs = list(heads) + plan.residuals
-            funcs.append(lower_function("forward_train", t, fvars, outs, is_train=True, monitor=monitor))
+            funcs.append(lower_function("forward_train", t, fvars, outs, is_train=True, monitor=monitor,
+                                        output_args=planned))
             spec.entries["forward_train"] = _sig("forward_train", t, fvars, var_names, outs, out_names + res_names,
-                                                 rng=uses_rng(t, outs, fvars, True))
+                                                 rng=uses_rng(t, outs, fvars, True), output_args=planned)
         if "backward" in train:
             ins = list(fvars) + plan.residuals + hg_vars
             outs = grad_entries + aux_entries
             add_to = [plan.wrt.index(n) for n in plan.add]
-            funcs.append(lower_function("backward", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor))
+            funcs.append(lower_function("backward", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor,
+                                        output_args=planned))
             spec.entries["backward"] = _sig("backward", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                             var_names + res_names + hg_names + old_names,
-                                            outs, grad_names + aux_names, rng=uses_rng(t, outs, ins, True))
+                                            outs, grad_names + aux_names, rng=uses_rng(t, outs, ins, True),
+                                            output_args=planned)
         if "train_step" in train:
             ins = list(fvars) + hg_vars
             outs = list(heads) + grad_entries + aux_entries
             add_to = [len(heads) + plan.wrt.index(n) for n in plan.add]
-            funcs.append(lower_function("train_step", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor))
+            funcs.append(lower_function("train_step", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor,
+                                        output_args=planned))
             spec.entries["train_step"] = _sig("train_step", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                               var_names + hg_names + old_names, outs,
-                                              out_names + grad_names + aux_names, rng=uses_rng(t, outs, ins, True))
+                                              out_names + grad_names + aux_names, rng=uses_rng(t, outs, ins, True),
+                                              output_args=planned)
     return module_text(funcs), spec
 
 

@@ -349,23 +349,6 @@ def scatter_add_rows(b: Emitter, shape: Sequence[int], idx: Value, updates: Valu
     return b.op("stablehlo.scatter", [zeros, idx, updates], shape, updates.dtype, attrs=attrs, region=region)
 
 
-def select_and_scatter_max(b: Emitter, x: Value, g: Value, window: Sequence[int], strides: Sequence[int]) -> Value:
-    """The gradient of a max ``reduce_window`` (no padding: pad ``x`` with -inf first): each
-    window's ``g`` goes to its first maximum (``GE`` keeps the earlier of equal values)."""
-    t = tensor_type((), x.dtype)
-    tb = tensor_type((), "bool")
-    zero = b.constant(0.0, (), x.dtype)
-    select = (f'{{\n{b.indent}^bb0(%sa: {t}, %sb: {t}):\n{b.indent}  %sc = "stablehlo.compare"(%sa, %sb) '
-              f'{{comparison_direction = #stablehlo<comparison_direction GE>, compare_type = '
-              f'#stablehlo<comparison_type FLOAT>}} : ({t}, {t}) -> {tb}\n'
-              f'{b.indent}  "stablehlo.return"(%sc) : ({tb}) -> ()\n{b.indent}}}')
-    scatter = (f'{{\n{b.indent}^bb0(%sd: {t}, %se: {t}):\n{b.indent}  %sf = "stablehlo.add"(%sd, %se) : ({t}, {t}) -> {t}\n'
-               f'{b.indent}  "stablehlo.return"(%sf) : ({t}) -> ()\n{b.indent}}}')
-    attrs = f"window_dimensions = {_array(window)}, window_strides = {_array(strides)}"
-    return b.op("stablehlo.select_and_scatter", [x, g, zero], x.shape, x.dtype, attrs=attrs,
-                region=f"{select}, {scatter}")
-
-
 def rng_bits(b: Emitter, state: Value, shape: Sequence[int], dtype="uint32") -> tuple[Value, Value]:
     """``stablehlo.rng_bit_generator`` (THREE_FRY): (new state, random bits of ``shape``)."""
     st = b.fresh("r")

@@ -107,7 +107,8 @@ def _trace(b: Emitter, key: str, v: Value) -> None:
 
 
 def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], outputs: Sequence[Entry],
-                   is_train: bool = False, add_to: Sequence[int] = (), monitor: str | None = None) -> str:
+                   is_train: bool = False, add_to: Sequence[int] = (), monitor: str | None = None,
+                   output_args: bool = False) -> str:
     """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
 
     ``monitor`` ("outputs" | "all") adds ``flow.tensor.trace`` ops named as MXNet's
@@ -115,6 +116,12 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
 
     For each output index in ``add_to`` one more parameter (typed like that output)
     follows the inputs and is added to it: grad_req 'add' returns old + computed.
+
+    ``output_args``: planned buffers at the IREE ABI.  One parameter per output marked
+    ``iree.abi.output`` receives that result in caller-owned storage, and a last
+    ``!hal.buffer`` parameter marked ``iree.abi.transients`` holds every intermediate,
+    so a steady-state call allocates nothing.  Parameter order: inputs, ``add_to``
+    extras, ``rng``, outputs, transients.
     """
     b = Emitter()
     values: dict[tuple[int, int], Value] = {}
@@ -177,6 +184,9 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
             b.loc = e.node.name
             v = b.add(arg_values[list(add_to).index(i)], v)
         results.append(v)
+    if output_args:
+        params += [f"%out{i}: {v.type} {{iree.abi.output = {i} : index}}" for i, v in enumerate(results)]
+        params.append("%transients: !hal.buffer {iree.abi.transients}")
     b.loc = name
     b.lines.append(f'    "func.return"({", ".join(v.name for v in results)}) : '
                    f'({", ".join(v.type for v in results)}) -> () loc("{name}")')

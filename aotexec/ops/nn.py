@@ -613,8 +613,12 @@ def dropout_mask(b, rng_state, node_index: int, shape, p: float, dtype):
     """Bernoulli(1 - p) / (1 - p) of ``shape`` from the (seed, counter) state: the state plus a
     per-node offset keys a first draw whose 128 bits seed the mask's stream (so streams of
     consecutive counters do not overlap)."""
-    off = b.constant(np.asarray([((node_index + 1) * _GOLDEN64) % (1 << 53), 0], dtype=np.uint64), (2,), "uint64")  # exact in the text
-    _, key = rng_bits(b, b.add(rng_state, off), (2,), "uint64")
+    # the offset is added as ui32 halves: IREE 3.13's Vulkan backend cannot legalize ui64 arithmetic
+    h = (node_index + 1) * _GOLDEN64
+    off = b.constant(np.asarray([[h & 0xFFFFFFFF, (h >> 32) & 0xFFFFFFFF], [0, 0]], dtype=np.uint32), (2, 2), "uint32")
+    halves = b.op("stablehlo.bitcast_convert", [rng_state], (2, 2), "uint32")
+    state = b.op("stablehlo.bitcast_convert", [b.add(halves, off)], (2,), "uint64")
+    _, key = rng_bits(b, state, (2,), "uint64")
     _, bits = rng_bits(b, key, shape, "uint32")
     u = b.mul(b.convert(b._bin("shift_right_logical", bits, 8), dtype), 1.0 / (1 << 24))   # [0, 1)
     keep = b.compare(u, float(p), "GE")
@@ -846,8 +850,8 @@ def _max_pool_scatter(b, xp, g, kernel, stride):
     """Each window's g goes to the first maximum of the (-inf padded) input xp, as MXNet's
     pool.h: per kernel offset, a strided slice compared with the window max picks where g goes;
     the K picks (batch and channel merged, K as features) go back to input positions by one
-    transposed convolution with a one-hot kernel.  (IREE 3.13 rejects select_and_scatter with
-    overlapping windows, and miscompiles a sum of interior-padded slices.)"""
+    transposed convolution with a one-hot kernel.  (IREE 3.13 does not compile select_and_scatter
+    with overlapping windows, nor a sum of interior-padded slices.)"""
     nd = len(kernel)
     out = g.shape
     if tuple(kernel) == tuple(stride) and all(L == o * k for L, o, k in zip(xp.shape[2:], out[2:], kernel)):
@@ -890,6 +894,8 @@ def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
     crop = lambda v: b.slice(v, [0] * v.ndim, tuple(v.shape[:2]) + tuple(used)) \
         if tuple(v.shape[2:]) != tuple(used) else v  # noqa: E731
     if p.pool_type == "max":
+        # IREE 3.13 on Vulkan miscompiles this rule fused with a producing convolution (LeNet's conv
+        # data gradient arrives shifted by a row): keep g a materialized tensor
         g = b.op("stablehlo.optimization_barrier", [g], g.shape)
         dxp = _max_pool_scatter(b, b.pad(crop(x), -math.inf, [0, 0] + list(pad), [0, 0] + list(hi)), g,
                                 kernel, stride)

@@ -26,6 +26,7 @@ _BU = rt.BufferUsage
 # unlike importing an unaligned numpy buffer).
 _STAGING_TYPE = int(_MT.HOST_LOCAL | _MT.DEVICE_VISIBLE)
 _STAGING_USAGE = int(_BU.TRANSFER_TARGET | _BU.MAPPING_SCOPED)
+_STAGING_USAGE_BOTH = int(_BU.TRANSFER | _BU.MAPPING_SCOPED)
 _HOST_VISIBLE = int(_MT.HOST_VISIBLE)
 _MAPPING = int(_BU.MAPPING_SCOPED)
 _U8 = np.dtype(np.uint8)
@@ -142,6 +143,8 @@ class Device:
         _semaphore_owners.append(self)
         self._sem_value = 0
         self._queue_lock = threading.Lock()
+        self._staging_lock = threading.Lock()
+        self._staging_buf: rt.HalBuffer | None = None
 
     def __repr__(self) -> str:
         return f"<Device {self.context} driver={self.driver}>"
@@ -203,6 +206,11 @@ class Device:
                 self.write(view, np.full(shape, fill, dtype=dt))
         return view
 
+    def allocate_arena(self, nbytes: int) -> rt.HalBuffer:
+        """A device buffer for a function's ``iree.abi.transients`` (every intermediate)."""
+        return self.allocator.allocate_buffer(memory_type=int(_MT.DEVICE_LOCAL), allowed_usage=int(_BU.DEFAULT),
+                                              allocation_size=max(int(nbytes), 64))
+
     def download(self, view: rt.HalBufferView, shape: Sequence[int] | None = None,
                  dtype=None) -> np.ndarray:
         """A fresh numpy copy of the first `shape`x`dtype` bytes of `view`'s buffer."""
@@ -217,12 +225,11 @@ class Device:
                                f"buffer ({buf.byte_length()} bytes)")
         if self._mappable(buf):
             raw = self._map_bytes(buf)[:nbytes]
-        else:
-            stg = self.allocator.allocate_buffer(
-                memory_type=_STAGING_TYPE, allowed_usage=_STAGING_USAGE, allocation_size=nbytes)
+            return raw.view(dt).reshape(shape).copy()
+        with self._staging_lock:
+            stg = self._staging(nbytes)
             self._submit_copy(buf, stg, nbytes)
-            raw = stg.map().asarray((nbytes,), _U8)
-        return raw.view(dt).reshape(shape).copy()
+            return self._map_bytes(stg)[:nbytes].view(dt).reshape(shape).copy()
 
     def write(self, view: rt.HalBufferView, array: np.ndarray) -> None:
         """Overwrite `view`'s bytes in place (same HalBuffer: every view of it sees it).
@@ -240,8 +247,19 @@ class Device:
         if self._mappable(buf):
             self._map_bytes(buf)[:nbytes] = flat
         else:
-            stg = self.allocator.allocate_host_staging_buffer_copy(self.hal_device, flat)
-            self._submit_copy(stg, buf, nbytes)
+            with self._staging_lock:
+                stg = self._staging(nbytes)
+                self._map_bytes(stg)[:nbytes] = flat
+                self._submit_copy(stg, buf, nbytes)
+
+    def _staging(self, nbytes: int) -> rt.HalBuffer:
+        """One reusable host-visible buffer per device for transfers (grown to the largest
+        seen), so feeding inputs or reading results allocates nothing in steady state."""
+        if self._staging_buf is None or self._staging_buf.byte_length() < nbytes:
+            size = max(nbytes, 2 * (self._staging_buf.byte_length() if self._staging_buf else 0), 1 << 16)
+            self._staging_buf = self.allocator.allocate_buffer(
+                memory_type=_STAGING_TYPE, allowed_usage=_STAGING_USAGE_BOTH, allocation_size=size)
+        return self._staging_buf
 
     def copy(self, src: rt.HalBufferView, dst: rt.HalBufferView) -> None:
         """Device-side copy of `src`'s content into `dst`'s buffer (equal byte sizes)."""

@@ -136,7 +136,9 @@ class Executor:
         self._monitor: tuple[Callable, str] | None = None
         from .device import Device
         self._device = Device.get(ctx)
-        self._mirror = None
+        self._arenas: dict = {}
+        self._rng_buf: NDArray | None = None
+        self._residual_bufs: dict = {}
         # programs compile (or come from the cache) on first use: a training executor never
         # needs the inference build, an inference one never needs the training build
 
@@ -183,7 +185,11 @@ class Executor:
             return []
         from .. import random as ax_random
         state = np.array([ax_random.current_seed(), ax_random.next_stream()], dtype=np.uint64)
-        return [nd_array(state, ctx=self._ctx).handle]
+        if self._rng_buf is None:
+            self._rng_buf = nd_array(state, ctx=self._ctx)
+        else:
+            self._rng_buf[:] = state      # in place: no allocation per call
+        return [self._rng_buf.handle]
 
     def _views(self) -> list:
         return [self.arg_dict[n].handle for n in self._arg_names] + [self.aux_dict[n].handle for n in self._aux_names]
@@ -227,30 +233,61 @@ class Executor:
         return [self.grad_dict[n.split(":", 1)[1]].handle for n in prog.entry(entry).inputs
                 if n.startswith("old_grad:")]
 
-    def _store(self, names: list[str], views: list) -> None:
-        """Copy results named ``grad:<arg>`` / ``aux:<name>`` into the arrays' own buffers, which
-        reshaped and shared executors see too (a device-side copy)."""
-        device = self._device
-        for name, view in zip(names, views):
+
+    def _call(self, prog: Program, fn: str, inputs: list, targets: list) -> None:
+        """One IREE call whose results land in ``targets`` (the executor's own buffers).
+
+        Planned entry points write there directly (``iree.abi.output``) with a transient
+        arena allocated once, so steady-state calls allocate nothing; debug builds return
+        fresh buffers, copied in on the device."""
+        ep = prog.entry(fn)
+        if ep.output_args:
+            prog.run(fn, inputs + targets + [self._arena(prog, fn)])
+            return
+        for view, dst in zip(prog.run(fn, inputs), targets):
+            self._device.copy(view, dst)
+
+    def _arena(self, prog: Program, fn: str):
+        key = (id(prog), fn)
+        arena = self._arenas.get(key)
+        if arena is None:
+            arena = self._arenas[key] = self._device.allocate_arena(prog.transients_size(fn))
+        return arena
+
+    def _residual_targets(self, prog: Program, fn: str) -> list:
+        """Buffers, owned by this executor, for the activations forward_train saves for backward."""
+        key = (id(prog), fn)
+        views = self._residual_bufs.get(key)
+        if views is None:
+            ep = prog.entry(fn)
+            views = [nd_zeros(shape, ctx=self._ctx, dtype=dt).handle
+                     for name, shape, dt in zip(ep.outputs, ep.output_shapes, ep.output_dtypes)
+                     if name.startswith("res:")]
+            self._residual_bufs[key] = views
+        return views
+
+    def _named_targets(self, names: list[str]) -> list:
+        """Output buffers for results named ``grad:<arg>`` / ``aux:<name>``."""
+        out = []
+        for name in names:
             kind, key = name.split(":", 1)
-            device.copy(view, (self.grad_dict if kind == "grad" else self.aux_dict)[key].handle)
+            out.append((self.grad_dict if kind == "grad" else self.aux_dict)[key].handle)
+        return out
 
     def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
         self._feed(kwargs)
         self._residuals = None
+        outs = [o.handle for o in self.outputs]
         if is_train and self._wrt:
             prog = self._program(("forward_train", "backward"))
-            results = prog.run("forward_train", self._views() + self._rng(prog, "forward_train"))
-            n = len(self.outputs)
-            self._residuals = results[n:]
-            results = results[:n]
+            res = self._residual_targets(prog, "forward_train")
+            self._call(prog, "forward_train", self._views() + self._rng(prog, "forward_train"), outs + res)
+            self._residuals = res
         elif is_train and self._train_differs:
             prog = self._program(("forward_train",))
-            results = prog.run("forward_train", self._views() + self._rng(prog, "forward_train"))
+            self._call(prog, "forward_train", self._views() + self._rng(prog, "forward_train"), outs)
         else:
-            results = self._program(("forward_infer",)).run("forward_infer", self._views())
-        for out, view in zip(self.outputs, results):
-            out.handle = view
+            self._call(self._program(("forward_infer",)), "forward_infer", self._views(), outs)
         return self.outputs
 
     def partial_forward(self, is_train: bool = False, step: int = 0) -> int:
@@ -285,7 +322,7 @@ class Executor:
         for out, head in zip(self.outputs, self._symbol._outputs):
             v = self._step_values.get((id(head.node), head.index))
             if v is not None:
-                out.handle = v
+                self._device.copy(v, out.handle)
         return len(nodes) - step - 1
 
     def backward(self, out_grads=None, is_train: bool = True) -> None:
@@ -297,8 +334,8 @@ class Executor:
                                "call forward(is_train=True) first")
         prog = self._program(("forward_train", "backward"))
         views = self._views() + self._residuals + self._head_grads(prog, "backward", out_grads) \
-            + self._old_grads(prog, "backward")
-        self._store(prog.entry("backward").outputs, prog.run("backward", views))
+            + self._old_grads(prog, "backward") + self._rng(prog, "backward")
+        self._call(prog, "backward", views, self._named_targets(prog.entry("backward").outputs))
 
     def forward_backward(self, out_grads=None, **kwargs) -> list[NDArray]:
         """``forward(is_train=True)`` + ``backward(out_grads)`` as one compiled call."""
@@ -308,11 +345,9 @@ class Executor:
         prog = self._program(("train_step",))
         views = self._views() + self._head_grads(prog, "train_step", out_grads) + \
             self._old_grads(prog, "train_step") + self._rng(prog, "train_step")
-        results = prog.run("train_step", views)
         n = len(self.outputs)
-        for out, view in zip(self.outputs, results[:n]):
-            out.handle = view
-        self._store(prog.entry("train_step").outputs[n:], results[n:])
+        targets = [o.handle for o in self.outputs] + self._named_targets(prog.entry("train_step").outputs[n:])
+        self._call(prog, "train_step", views, targets)
         self._residuals = None
         return self.outputs
 

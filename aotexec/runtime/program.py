@@ -4,6 +4,7 @@ artifacts run on edge installs without the compiler.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 from dataclasses import asdict, dataclass, field
@@ -26,14 +27,16 @@ class EntryPoint:
     outputs: list[str]
     output_shapes: list[list[int]]
     output_dtypes: list[str]
+    output_args: bool = False     # results go into caller buffers (+ a transients arena)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "EntryPoint":
+        fields = EntryPoint.__dataclass_fields__
         try:
-            return EntryPoint(**{k: d[k] for k in EntryPoint.__dataclass_fields__})
+            return EntryPoint(**{k: d[k] for k in fields if k in d or fields[k].default is dataclasses.MISSING})
         except (KeyError, TypeError) as e:
             raise AotexecError(f"malformed entry point description: {e}") from None
 
@@ -92,6 +95,14 @@ class Program:
         except KeyError:
             raise AotexecError(f"this program has no entry point '{name}'; it has "
                                f"{', '.join(self.spec.entries)}") from None
+
+    def transients_size(self, name: str) -> int:
+        """Bytes the function needs in its ``iree.abi.transients`` arena."""
+        refl = self.module.reflection(name)
+        size = refl.get("iree.abi.transients.size.constant")
+        if size is None:
+            raise AotexecError(f"{name} needs a transient arena of dynamic size, which aotexec does not plan yet")
+        return int(size)
 
     def run(self, name: str, views: list) -> list:
         if self.on_trace is None:

@@ -1,0 +1,52 @@
+"""Planned buffers at the IREE ABI: steady-state forward / backward / fused steps allocate no
+device memory (allocator statistics), on cpu and vulkan; results stay correct."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aotexec as ax
+from aotexec.runtime.device import Device
+from contexts import CONTEXTS
+
+
+def _net():
+    data = ax.sym.Variable("data")
+    x = ax.sym.Convolution(data, kernel=(3, 3), num_filter=4, pad=(1, 1), name="conv")
+    x = ax.sym.BatchNorm(x, fix_gamma=False, name="bn")
+    x = ax.sym.Activation(x, act_type="relu", name="relu")
+    x = ax.sym.FullyConnected(x, num_hidden=5, name="fc")
+    return ax.sym.SoftmaxOutput(x, name="softmax")
+
+
+def _allocated(ctx) -> int:
+    return Device.get(ctx).allocator_statistics()["device_bytes_allocated"]
+
+
+@pytest.mark.parametrize("ctx", CONTEXTS)
+def test_steady_state_calls_allocate_nothing(ctx):
+    net = _net()
+    req = {n: ("null" if n in ("data", "softmax_label") else "write") for n in net.list_arguments()}
+    ex = net.simple_bind(ctx, grad_req=req, data=(4, 2, 5, 5))
+    rng = np.random.default_rng(0)
+    for name, arr in ex.arg_dict.items():
+        arr[:] = rng.uniform(-1, 1, arr.shape).astype(np.float32) if name != "softmax_label" else rng.integers(0, 5, arr.shape)
+    x = rng.uniform(-1, 1, (4, 2, 5, 5)).astype(np.float32)
+    for _ in range(2):   # warm up: compile, load, allocate arenas and residual buffers once
+        ex.forward(is_train=False, data=x)
+        ex.forward(is_train=True, data=x)
+        ex.backward()
+        ex.forward_backward(data=x)
+    before = _allocated(ctx)
+    for _ in range(3):
+        out = ex.forward(is_train=False, data=x)
+        ex.forward(is_train=True, data=x)
+        ex.backward()
+        ex.forward_backward(data=x)
+    assert _allocated(ctx) == before
+    ref = net.simple_bind(ctx, grad_req="null", data=(4, 2, 5, 5))
+    ref.copy_params_from({k: v.asnumpy() for k, v in ex.arg_dict.items()},
+                         {k: v.asnumpy() for k, v in ex.aux_dict.items()})
+    np.testing.assert_allclose(ex.forward(is_train=False, data=x)[0].asnumpy(),
+                               ref.forward(is_train=False, data=x)[0].asnumpy(), rtol=1e-5, atol=1e-6)
+    assert out[0] is ex.outputs[0]
