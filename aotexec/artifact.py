@@ -51,11 +51,16 @@ def runtime_version() -> str:
 
 
 # ------------------------------------------------------------------ writing
-def compile(symbol, shapes: dict[str, Sequence[int]], *, dtypes: dict[str, Any] | None = None,
-            targets: Sequence[str] = ("llvm-cpu",), grad_req: str = "null", params: Any = None,
-            out: str | os.PathLike | None = None, cpu: str = "host", cuda_arch: str = "sm_80",
-            name: str | None = None, progress=None) -> "Artifact":
-    """Compile ``symbol`` at ``shapes`` for ``targets`` and write an artifact directory."""
+def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequence[int]]], *,
+            dtypes: dict[str, Any] | None = None, targets: Sequence[str] = ("llvm-cpu",), grad_req: str = "null",
+            params: Any = None, out: str | os.PathLike | None = None, cpu: str = "host",
+            cuda_arch: str = "sm_80", name: str | None = None, progress=None) -> "Artifact":
+    """Compile ``symbol`` for ``targets`` and write an artifact directory.
+
+    ``shapes`` is one dict of input shapes or a list of them: each is a *variant*
+    (e.g. batch 1 and batch 16), so ``Executor.reshape`` between them works in a
+    runtime-only deployment.
+    """
     from . import build
     from .compiler import CompileOptions, compiler_version, resolve_cpu
     from .runtime.executor import _typed
@@ -63,17 +68,16 @@ def compile(symbol, shapes: dict[str, Sequence[int]], *, dtypes: dict[str, Any] 
 
     if grad_req != "null":
         raise AotexecError("artifacts hold inference entry points only for now (grad_req='null'); "
-                           "training entry points come with the backward pass")
+                           "training entry points come with a later format version")
+    variants_in = [shapes] if isinstance(shapes, dict) else list(shapes)
+    if not variants_in:
+        raise AotexecError("give the input shapes of at least one variant")
     inputs = set(symbol.list_inputs())
-    unknown = sorted(set(shapes) - inputs)
-    if unknown:
-        raise AotexecError(f"--shape names {unknown} are not inputs of the symbol; its inputs are "
-                           f"{symbol.list_inputs()}")
-    typing = _typed(symbol, {k: shape_from_user(v) for k, v in shapes.items()},
-                    {k: np.dtype(v) for k, v in (dtypes or {}).items()})
-    g = typing.graph
-    train_differs = any(n.op is not None and n.op.name in ("BatchNorm", "Dropout") for n in g.nodes)
-    modes = ["forward_infer"] + (["forward_train"] if train_differs else [])
+    for v in variants_in:
+        unknown = sorted(set(v) - inputs)
+        if unknown:
+            raise AotexecError(f"--shape names {unknown} are not inputs of the symbol; its inputs are "
+                               f"{symbol.list_inputs()}")
     name = name or (Path(out).name if out else "model")
     out_dir = Path(out) if out else Path("artifacts") / name
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -81,30 +85,39 @@ def compile(symbol, shapes: dict[str, Sequence[int]], *, dtypes: dict[str, Any] 
         "format_version": FORMAT_VERSION, "name": name,
         "aotexec_version": __import__("aotexec").__version__,
         "iree_compiler_version": compiler_version(),
-        "symbol": "symbol.json", "targets": {}, "entry_points": None,
+        "symbol": "symbol.json", "targets": {}, "variants": [],
         "arg_names": symbol.list_arguments(), "aux_names": symbol.list_auxiliary_states(),
-        "output_names": symbol.list_outputs(),
-        "shapes": {n.name: list(typing.node_shape(n)) for n in g.variables()},
-        "dtypes": {n.name: typing.node_dtype(n).name for n in g.variables()},
-        "params": None,
+        "output_names": symbol.list_outputs(), "params": None,
     }
     (out_dir / "symbol.json").write_text(symbol.tojson())
     for target in targets:
         if target not in TARGET_FILES:
             raise AotexecError(f"unknown target {target!r}; choose from {', '.join(TARGET_FILES)}")
         opts = CompileOptions(target=target, cpu=cpu, cuda_arch=cuda_arch)
-        if progress:
-            progress(f"compiling {target}" + (f" (cpu={cpu})" if target == "llvm-cpu" else ""))
-        vmfb, spec = build.compile_program(symbol, typing, modes, opts)
-        path = out_dir / TARGET_FILES[target]
-        path.write_bytes(vmfb)
-        rec: dict[str, Any] = {"file": path.name, "sha256": hashlib.sha256(vmfb).hexdigest(), "bytes": len(vmfb)}
-        if target == "llvm-cpu":
-            rec["cpu"] = resolve_cpu(opts)
-        if target == "cuda":
-            rec["cuda_arch"] = cuda_arch
-        manifest["targets"][target] = rec
-        manifest["entry_points"] = spec.to_json()
+        manifest["targets"][target] = {"cpu": resolve_cpu(opts)} if target == "llvm-cpu" else \
+            {"cuda_arch": cuda_arch} if target == "cuda" else {}
+    for k, v in enumerate(variants_in):
+        typing = _typed(symbol, {n: shape_from_user(sh) for n, sh in v.items()},
+                        {n: np.dtype(d) for n, d in (dtypes or {}).items()})
+        g = typing.graph
+        train_differs = any(n.op is not None and n.op.name in ("BatchNorm", "Dropout") for n in g.nodes)
+        modes = ["forward_infer"] + (["forward_train"] if train_differs else [])
+        variant: dict[str, Any] = {
+            "shapes": {n.name: list(typing.node_shape(n)) for n in g.variables()},
+            "dtypes": {n.name: typing.node_dtype(n).name for n in g.variables()},
+            "entry_points": None, "files": {}}
+        for target in targets:
+            opts = CompileOptions(target=target, cpu=cpu, cuda_arch=cuda_arch)
+            if progress:
+                progress(f"compiling {target}" + (f" (cpu={cpu})" if target == "llvm-cpu" else "")
+                         + (f" for {v}" if len(variants_in) > 1 else ""))
+            vmfb, spec = build.compile_program(symbol, typing, modes, opts)
+            fname = TARGET_FILES[target] if k == 0 else TARGET_FILES[target].replace(".vmfb", f".v{k}.vmfb")
+            (out_dir / fname).write_bytes(vmfb)
+            variant["files"][target] = {"file": fname, "sha256": hashlib.sha256(vmfb).hexdigest(),
+                                        "bytes": len(vmfb)}
+            variant["entry_points"] = spec.to_json()
+        manifest["variants"].append(variant)
     if params is not None:
         arrays = _params_to_numpy(params, symbol)
         path = out_dir / "params.npz"
@@ -131,7 +144,7 @@ def _params_to_numpy(params: Any, symbol) -> dict[str, np.ndarray]:
 
 # ------------------------------------------------------------------ reading
 class Artifact:
-    """A loaded artifact: its symbol, parameters and one module per target."""
+    """A loaded artifact: its symbol, parameters and, per shape variant, one module per target."""
 
     def __init__(self, path: Path, manifest: dict[str, Any], ctx: Context | None):
         from .symbol import load_json
@@ -139,8 +152,9 @@ class Artifact:
         self.manifest = manifest
         self.ctx = ctx
         self.symbol = load_json((path / manifest["symbol"]).read_text())
-        self.spec = ProgramSpec.from_json(manifest["entry_points"])
-        self._programs: dict[Context, Program] = {}
+        self.variants = manifest["variants"]
+        self.specs = [ProgramSpec.from_json(v["entry_points"]) for v in self.variants]
+        self._programs: dict[tuple[Context, int], Program] = {}
         self.arg_params: dict[str, np.ndarray] = {}
         self.aux_params: dict[str, np.ndarray] = {}
         if manifest.get("params"):
@@ -153,52 +167,78 @@ class Artifact:
         return list(self.manifest["targets"])
 
     @property
-    def shapes(self) -> dict[str, tuple[int, ...]]:
-        return {k: tuple(v) for k, v in self.manifest["shapes"].items()}
+    def spec(self) -> ProgramSpec:
+        return self.specs[0]
 
-    def program(self, ctx: Context) -> Program:
-        prog = self._programs.get(ctx)
+    @property
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """The first variant's shapes (what ``simple_bind()`` without shapes uses)."""
+        return self.variant_shapes(0)
+
+    def variant_shapes(self, k: int) -> dict[str, tuple[int, ...]]:
+        return {n: tuple(v) for n, v in self.variants[k]["shapes"].items()}
+
+    def program(self, ctx: Context, variant: int = 0) -> Program:
+        prog = self._programs.get((ctx, variant))
         if prog is None:
             target = ctx.target
-            rec = self.manifest["targets"].get(target)
+            rec = self.variants[variant]["files"].get(target)
             if rec is None:
                 raise AotexecError(f"artifact {self.path} has no module for {ctx} (target {target}); "
                                    f"it was compiled for: {', '.join(self.targets)}")
             if target == "llvm-cpu":
                 from .runtime.cpu_features import check_cpu_compatible
-                cpu = rec.get("cpu") or {}
+                cpu = self.manifest["targets"][target].get("cpu") or {}
                 check_cpu_compatible(cpu.get("features"), cpu.get("cpu") or "host",
                                      host_cpu=cpu.get("host_cpu"), triple=cpu.get("triple"))
             vmfb = (self.path / rec["file"]).read_bytes()
-            prog = self._programs[ctx] = Program(ctx, vmfb, self.spec)
+            prog = self._programs[(ctx, variant)] = Program(ctx, vmfb, self.specs[variant])
         return prog
 
-    def _provider(self, symbol, typing, modes, ctx, reqs=None, monitor=None):
+    @property
+    def _provider(self):
+        """The executor's program provider; ``eager``: executors check shapes at bind/reshape."""
+        import functools
+        provide = functools.partial(self._provide)
+        provide.eager = True
+        return provide
+
+    def _provide(self, symbol, typing, modes, ctx, reqs=None, monitor=None):
         if monitor:
             raise AotexecError("monitor callbacks run a traced debug build, which needs the compiler; "
                                "artifacts hold the fast build only")
         g = typing.graph
-        have = self.shapes
         want = {n.name: tuple(typing.node_shape(n)) for n in g.variables()}
-        if want != have:
-            diff = {k: v for k, v in want.items() if have.get(k) != v}
-            raise AotexecError(f"artifact {self.path} was compiled for shapes {have}; asked for {diff}. "
-                               "Recompile with aotexec compile --shape ... for the new shapes")
+        for k in range(len(self.variants)):
+            if self.variant_shapes(k) == want:
+                break
+        else:
+            have = "; ".join(str({n: s for n, s in self.variant_shapes(k).items() if n in self._data_names()})
+                             for k in range(len(self.variants)))
+            raise AotexecError(f"artifact {self.path} has no variant compiled for shapes "
+                               f"{ {n: s for n, s in want.items() if n in self._data_names()} }; it has: {have}. "
+                               "Recompile with aotexec compile --shape ... (repeat --shape for several variants)")
         for m in modes:
-            if m not in self.spec.entries:
+            if m not in self.specs[k].entries:
                 raise AotexecError(f"artifact {self.path} has no '{m}' entry point (it has "
-                                   f"{', '.join(self.spec.entries)})")
-        return self.program(ctx)
+                                   f"{', '.join(self.specs[k].entries)}); artifacts hold inference builds")
+        return self.program(ctx, k)
+
+    def _data_names(self) -> set[str]:
+        """Inputs whose shapes differ between variants, or all inputs that are not parameters."""
+        names = set(self.variant_shapes(0))
+        varying = {n for n in names if len({self.variant_shapes(k).get(n) for k in range(len(self.variants))}) > 1}
+        return varying or (names - set(self.arg_params) - set(self.aux_params))
 
     def simple_bind(self, ctx: Context | None = None, grad_req: str = "null", **shapes) -> Any:
-        """An Executor at the artifact's shapes, with its parameters loaded."""
+        """An Executor at one of the artifact's variants, with its parameters loaded."""
         from .runtime.executor import simple_bind
         if grad_req != "null":
             raise AotexecError("this artifact has inference entry points only; bind with grad_req='null'")
         ctx = ctx or self.ctx or current_context()
         self.program(ctx)
         shapes = shapes or self.shapes
-        dtypes = {k: np.dtype(v) for k, v in self.manifest["dtypes"].items()}
+        dtypes = {k: np.dtype(v) for k, v in self.variants[0]["dtypes"].items()}
         ex = simple_bind(self.symbol, ctx, grad_req="null", type_dict=dtypes, provider=self._provider, **shapes)
         ex._program(("forward_infer",))   # loading is cheap: check shapes and target now
         ex.copy_params_from(self.arg_params, self.aux_params, allow_extra_params=True)
@@ -241,9 +281,11 @@ def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
     if fv > FORMAT_VERSION:
         raise _fail(path, f"format version {fv} is newer than this aotexec supports ({FORMAT_VERSION}); "
                           "upgrade aotexec")
-    for key in ("symbol", "targets", "entry_points", "shapes", "dtypes"):
+    for key in ("symbol", "targets", "variants"):
         if key not in manifest:
             raise _fail(path, f"manifest lacks '{key}'")
+    if not isinstance(manifest["variants"], list) or not manifest["variants"]:
+        raise _fail(path, "manifest has no compiled variants")
     built = str(manifest.get("iree_compiler_version", ""))
     if _iree_major_minor(built) != _iree_major_minor(runtime_version()):
         raise _fail(path, f"its modules were built by IREE {built} but this runtime is IREE "
@@ -251,7 +293,10 @@ def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
                           f"{built.split('@')[0]}")
     if not (path / manifest["symbol"]).is_file():
         raise _fail(path, f"missing {manifest['symbol']}")
-    files = [(t, r) for t, r in manifest["targets"].items()]
+    try:
+        files = [(t, r) for v in manifest["variants"] for t, r in v["files"].items()]
+    except (KeyError, TypeError, AttributeError) as e:
+        raise _fail(path, f"malformed variants in the manifest ({e})") from None
     if manifest.get("params"):
         files.append(("params", manifest["params"]))
     for what, rec in files:

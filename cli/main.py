@@ -46,6 +46,23 @@ def _pairs(items: List[str], what: str) -> dict[str, str]:
     return out
 
 
+def _variants(items: List[str]) -> list[dict[str, tuple[int, ...]]]:
+    """Repeating --shape for a name makes variants: the i-th occurrences form variant i;
+    a name given once applies to every variant."""
+    seen: dict[str, list[tuple[int, ...]]] = {}
+    for item in items:
+        if "=" not in item:
+            _fail(f"--shape '{item}' must look like NAME=D0,D1,...")
+        k, v = item.split("=", 1)
+        seen.setdefault(k.strip(), []).append(_shape(v.strip(), k.strip()))
+    count = max(len(v) for v in seen.values())
+    bad = [k for k, v in seen.items() if len(v) not in (1, count)]
+    if bad:
+        _fail(f"--shape for {bad} is repeated {[len(seen[k]) for k in bad]} times; give each repeated input "
+              f"the same number of variants ({count})")
+    return [{k: (v[i] if len(v) > 1 else v[0]) for k, v in seen.items()} for i in range(count)]
+
+
 def _shape(text: str, name: str) -> tuple[int, ...]:
     try:
         dims = tuple(int(d) for d in text.replace("(", "").replace(")", "").split(",") if d.strip())
@@ -75,7 +92,7 @@ def compile(
     if not shape:
         _fail("give at least one --shape NAME=D0,D1,... for the data inputs")
     sym = ax.sym.load(str(symbol_json))
-    shapes = {k: _shape(v, k) for k, v in _pairs(shape, "--shape").items()}
+    shapes = _variants(shape)
     dtypes = _pairs(dtype, "--dtype")
     stem = symbol_json.name.removesuffix(".json").removesuffix("-symbol")
     out = out or Path("artifacts") / stem
@@ -89,14 +106,19 @@ def compile(
 
 def _print_summary(art) -> None:
     m = art.manifest
-    for t, rec in m["targets"].items():
-        extra = ""
-        if t == "llvm-cpu" and rec.get("cpu"):
-            c = rec["cpu"]
-            extra = f"  cpu={c.get('cpu')}" + (f" ({c['host_cpu']})" if c.get("host_cpu") else "")
-        if t == "cuda":
-            extra = f"  arch={rec.get('cuda_arch')}"
-        typer.echo(f"  target {t:13s} {rec['file']:20s} {rec['bytes']:>10,d} bytes{extra}")
+    for k, variant in enumerate(m["variants"]):
+        if len(m["variants"]) > 1:
+            data = {n: tuple(v) for n, v in variant["shapes"].items() if n in art._data_names()}
+            typer.echo(f"  variant {k}: {data}")
+        for t, rec in variant["files"].items():
+            meta = m["targets"].get(t, {})
+            extra = ""
+            if t == "llvm-cpu" and meta.get("cpu"):
+                c = meta["cpu"]
+                extra = f"  cpu={c.get('cpu')}" + (f" ({c['host_cpu']})" if c.get("host_cpu") else "")
+            if t == "cuda":
+                extra = f"  arch={meta.get('cuda_arch')}"
+            typer.echo(f"  target {t:13s} {rec['file']:22s} {rec['bytes']:>10,d} bytes{extra}")
     if m.get("params"):
         typer.echo(f"  params        {m['params']['file']} ({len(m['params']['names'])} arrays)")
 

@@ -176,3 +176,40 @@ def test_second_bind_hits_the_compile_cache():
     assert mid["misses"] == before["misses"] + 1
     assert after["hits"] == mid["hits"] + 1 and after["misses"] == mid["misses"]
     assert ex1._programs[("forward_infer",)].module is ex2._programs[("forward_infer",)].module
+
+
+RUNTIME_ONLY_RESHAPE = textwrap.dedent("""
+    import sys, importlib.abc
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "iree.compiler" or name.startswith("iree.compiler."):
+                raise ImportError(f"{name} is blocked: runtime-only environment")
+    sys.meta_path.insert(0, Block())
+    import numpy as np
+    import aotexec as ax
+    art = ax.load(sys.argv[1])
+    x = np.load(sys.argv[2])
+    big = art.simple_bind(ax.cpu())                   # first variant: batch 8
+    small = big.reshape(partial_shaping=True, data=(2, 784))   # second variant, no compiler needed
+    out = small.forward(data=x[:2])[0].asnumpy()
+    np.save(sys.argv[3], out)
+    try:
+        big.reshape(partial_shaping=True, data=(4, 784))
+    except ax.AotexecError as e:
+        print("refused:", e)
+""")
+
+
+def test_shape_variants_let_runtime_only_reshape(tmp_path):
+    out = tmp_path / "mlp2"
+    res = runner.invoke(app, ["compile", str(EXAMPLES / "mlp-symbol.json"), "--shape", "data=8,784",
+                              "--shape", "data=2,784", "--params", str(EXAMPLES / "mlp-params.npz"), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "variant 1" in res.output
+    script = tmp_path / "run.py"
+    script.write_text(RUNTIME_ONLY_RESHAPE)
+    res = subprocess.run([sys.executable, str(script), str(out), str(EXAMPLES / "mlp-input.npy"),
+                          str(tmp_path / "o.npy")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "o.npy"), _reference_outputs()[:2], rtol=1e-5, atol=1e-6)
+    assert "refused:" in res.stdout and "(8, 784)" in res.stdout and "(2, 784)" in res.stdout

@@ -140,7 +140,10 @@ class Executor:
         self._rng_buf: NDArray | None = None
         self._residual_bufs: dict = {}
         # programs compile (or come from the cache) on first use: a training executor never
-        # needs the inference build, an inference one never needs the training build
+        # needs the inference build, an inference one never needs the training build;
+        # precompiled (artifact) providers load at bind, so a missing shape fails here
+        if getattr(provider, "eager", False):
+            self._program(("forward_infer",))
 
     # ---- MXNet's views of the arrays -----------------------------------
     @property
