@@ -21,6 +21,8 @@ _reason = _vulkan_reason()
 if _reason and os.environ.get("CI"):
     raise RuntimeError(f"CI must run the Vulkan tests (lavapipe): {_reason}")
 
+VULKAN_MISSING = _reason
+
 CONTEXTS = [
     pytest.param(ax.cpu(), id="cpu"),
     pytest.param(ax.vulkan(), id="vulkan",

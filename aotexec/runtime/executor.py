@@ -424,6 +424,15 @@ class Executor:
         return f"<Executor {self._symbol!r} on {self._ctx}>"
 
 
+def _make(symbol, ctx, typing, args, grads, reqs, aux, provider, group2ctx) -> Executor:
+    """A plain executor, or a placed one when ``group2ctx`` maps groups the graph uses."""
+    groups = {n.attrs.get("__ctx_group__") for n in typing.graph.nodes if n.op is not None} - {None}
+    if group2ctx and any(group2ctx.get(gname, ctx) != ctx for gname in groups):
+        from .placement import PlacedExecutor
+        return PlacedExecutor(symbol, ctx, typing, args, grads, reqs, aux, provider, group2ctx=group2ctx)
+    return Executor(symbol, ctx, typing, args, grads, reqs, aux, provider)
+
+
 def _typing_from(symbol, shapes: dict, dtypes: dict) -> Typing:
     return infer(symbol._graph, shapes, dtypes)
 
@@ -467,7 +476,8 @@ def bind(symbol, ctx: Context | None, args, args_grad=None, grad_req="write", au
         elif grads[n].shape != arg_arrays[n].shape:
             raise AotexecError(f"gradient array for '{n}' has shape {grads[n].shape}, argument has "
                                f"{arg_arrays[n].shape}")
-    return Executor(symbol, ctx, typing, arg_arrays, grads, reqs, aux_arrays, provider or compile_provider(mirror=mirror))
+    return _make(symbol, ctx, typing, arg_arrays, grads, reqs, aux_arrays, provider or compile_provider(mirror=mirror),
+                 group2ctx)
 
 
 def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, group2ctx=None,
@@ -511,4 +521,4 @@ def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, g
     args = {n.name: alloc(n) for n in g.arguments()}
     aux = {n.name: alloc(n) for n in g.aux_states()}
     grads = {n.name: (alloc(n, grad=True) if reqs[n.name] != "null" else None) for n in g.arguments()}
-    return Executor(symbol, ctx, typing, args, grads, reqs, aux, provider or compile_provider(mirror=mirror))
+    return _make(symbol, ctx, typing, args, grads, reqs, aux, provider or compile_provider(mirror=mirror), group2ctx)

@@ -1,0 +1,113 @@
+"""Model parallelism (MXNet's ``group2ctx`` / ``ctx_group``): nodes run on the context of
+their group, one compiled function per run of consecutive nodes on one context, with
+copies between devices at group boundaries (MXNet's ``_CrossDeviceCopy``), forward and
+backward.  Copies go through the host: devices here (cpu, vulkan) share no memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import AotexecError
+from ..graph import Entry, IndexedGraph
+from .context import Context
+from .device import Device
+from .executor import Executor
+from .ndarray import NDArray
+from .program import Program
+
+
+class PlacedExecutor(Executor):
+    def __init__(self, *args, group2ctx: dict, **kwargs):
+        self._group2ctx = {k: v for k, v in group2ctx.items()}
+        self._plans: dict[bool, tuple] = {}
+        self._values: dict | None = None
+        super().__init__(*args, **kwargs)
+
+    # ---- planning ----------------------------------------------------------
+    def _plan(self, train: bool):
+        plan = self._plans.get(train)
+        if plan is None:
+            from .. import build
+            if train:
+                tp = build.training_plan(self._symbol, self._typing, self._grad_req)
+                heads, typing, gg = tp.gg.heads, tp.typing, tp.gg
+            else:
+                heads, typing, gg = list(self._symbol._outputs), self._typing, None
+            g = IndexedGraph(heads)
+            forward_ids = {id(n) for n in self._typing.graph.nodes}
+            place = build.node_contexts(g, forward_ids, self._group2ctx, self._ctx)
+            segments = build.segment_plan(g, place, forward_ids, heads)
+            programs = {ctx: Program(ctx, vmfb, spec)
+                        for ctx, (vmfb, spec) in build.compile_segments(segments, typing, train).items()}
+            plan = self._plans[train] = (segments, programs, gg)
+        return plan
+
+    # ---- execution -----------------------------------------------------------
+    def _variable(self, name: str) -> NDArray:
+        for d in (self.arg_dict, self.aux_dict, self._head_vars):
+            if name in d:
+                return d[name]
+        raise AotexecError(f"group2ctx: no array for variable {name}")
+
+    def _value_on(self, e: Entry, ctx: Context):
+        if e.node.op is None:
+            arr = self._variable(e.node.name)
+            src, view = arr.context, arr.handle
+        else:
+            src, view = self._values[(id(e.node), e.index)]
+        if src == ctx:
+            return view
+        return Device.get(ctx).upload(Device.get(src).download(view))   # _CrossDeviceCopy
+
+    def _run(self, segments, programs, backward: bool) -> None:
+        for seg in segments:
+            if seg.backward != backward:
+                continue
+            prog = programs[seg.ctx]
+            views = [self._value_on(e, seg.ctx) for e in seg.inputs] + self._rng(prog, seg.name)
+            for e, v in zip(seg.outputs, prog.run(seg.name, views)):
+                self._values[(id(e.node), e.index)] = (seg.ctx, v)
+
+    def _deliver(self, e: Entry, dst: NDArray, add: bool = False) -> None:
+        ctx, view = self._values[(id(e.node), e.index)] if e.node.op is not None else \
+            (self._variable(e.node.name).context, self._variable(e.node.name).handle)
+        host = Device.get(ctx).download(view)
+        dst[:] = host + dst.asnumpy() if add else host
+
+    def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
+        self._feed(kwargs)
+        train = bool(is_train and self._wrt)
+        segments, programs, _ = self._plan(train)
+        self._values, self._head_vars = {}, {}
+        self._run(segments, programs, backward=False)
+        for out, head in zip(self.outputs, self._symbol._outputs):
+            self._deliver(head, out)
+        self._residuals = self._values if train else None
+        return self.outputs
+
+    def backward(self, out_grads=None, is_train: bool = True) -> None:
+        if not self._wrt:
+            return
+        if self._residuals is None:
+            raise AotexecError("backward() needs the activations of a preceding forward(is_train=True); "
+                               "call forward(is_train=True) first")
+        segments, programs, gg = self._plan(True)
+        given = out_grads if isinstance(out_grads, (list, tuple)) else \
+            [out_grads.get(n) for n in self._out_names] if isinstance(out_grads, dict) else \
+            ([] if out_grads is None else [out_grads])
+        from .executor import HEAD_GRAD_REQUIRED
+        for i, var in gg.head_grad_vars.items():
+            if i >= len(given) or given[i] is None:
+                raise AotexecError(HEAD_GRAD_REQUIRED + f" (output {i}: {self._out_names[i]})")
+            self._head_vars[var.name] = given[i] if isinstance(given[i], NDArray) else \
+                __import__("aotexec").nd.array(np.asarray(given[i]), ctx=self._ctx)
+        self._run(segments, programs, backward=True)
+        for name, e in gg.grad_heads.items():
+            self._deliver(e, self.grad_dict[name], add=self._grad_req[name] == "add")
+        for name, e in gg.aux_updates.items():
+            self._deliver(e, self.aux_dict[name])
+
+    def forward_backward(self, out_grads=None, **kwargs) -> list[NDArray]:
+        outs = self.forward(is_train=True, **kwargs)
+        self.backward(out_grads)
+        return outs
