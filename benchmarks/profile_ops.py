@@ -77,8 +77,16 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("net", nargs="?", default="lenet")
     p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--flag", action="append", default=[], help="extra iree-compile flag (a benchmark-side "
+                   "experiment: wraps aotexec.build.options_for in this process)")
     a = p.parse_args()
     import aotexec as ax
+    if a.flag:
+        import dataclasses
+        from aotexec import build
+        orig = build.options_for
+        build.options_for = lambda ctx, **kw: dataclasses.replace(
+            orig(ctx, **kw), extra_flags=orig(ctx, **kw).extra_flags + tuple(a.flag))
     total = 0.0
     for label, s, shape in layers(ax.sym, a.net):
         ms = time_aotexec(s, shape, a.iters)

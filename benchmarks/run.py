@@ -236,8 +236,8 @@ def compile_and_load(net_names: list[str], args) -> dict:
             try:
                 if not args.no_cold:
                     rec["cold"] = fresh(py, "aotexec", cold_env, [("bind_time", {"net": net, "mode": mode})])[0]
-                # warm the disk cache (the timing workers did already unless --no-timing), then a fresh process
-                fresh(py, "aotexec", {}, [("bind_time", {"net": net, "mode": mode})])
+                if args.no_timing:  # else the timing workers have filled the disk cache already
+                    fresh(py, "aotexec", {}, [("bind_time", {"net": net, "mode": mode})])
                 cached, mem = fresh(py, "aotexec", {}, [("bind_time", {"net": net, "mode": mode}),
                                                        ("memory", {"net": net, "mode": mode})])
             except WorkerError as e:

@@ -1,4 +1,4 @@
-"""``aotexec compile | inspect | run``: build, examine and execute artifacts.
+"""``aotexec compile | inspect | run | bench``: build, examine, execute and time artifacts.
 
 Bad input exits with code 2 and a one-line message (typer's convention);
 ``--help`` works on every command.
@@ -184,6 +184,124 @@ def run(
         if out:
             np.save(out / f"{name}.npy", a)
     typer.echo(f"forward took {dt * 1e3:.3f} ms on {ctx()}" + (f"; outputs written to {out}" if out else ""))
+
+
+def _stats_ms(times: list[float]) -> str:
+    ts = sorted(times)
+    q = lambda f: ts[round(f * (len(ts) - 1))] * 1e3  # noqa: E731
+    return f"median {q(0.5):.3f} ms  p10 {q(0.1):.3f}  p90 {q(0.9):.3f}  min {ts[0] * 1e3:.3f}  (n={len(ts)})"
+
+
+@app.command()
+@_friendly
+def bench(
+    source: Path = typer.Argument(..., help="MXNet *-symbol.json file, or an artifact directory"),
+    shape: List[str] = typer.Option([], "--shape", "-s", help="input shape, NAME=D0,D1,... (symbols; repeatable)"),
+    params: Optional[Path] = typer.Option(None, "--params", help=".npz of parameters (symbols; default: random)"),
+    iters: int = typer.Option(100, "--iters", "-n", help="timed iterations"),
+    warmup: int = typer.Option(10, "--warmup", help="untimed iterations first"),
+    train: bool = typer.Option(False, "--train", help="also time a training step (symbols only): "
+                               "forward(is_train=True) + backward(), and the fused forward_backward()"),
+    device: str = typer.Option("cpu", "--device", "-d", help="cpu | vulkan | gpu"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of text"),
+) -> None:
+    """Time aotexec on SOURCE: bind (+ compile), then forward (and training) steps.
+
+    Inputs and parameters are random U(-1, 1) unless --params / the artifact give them;
+    labels (inputs ending in 'label') are random class ids. The peers (MXNet, PyTorch)
+    and the fixed benchmark nets live in benchmarks/run.py.
+    """
+    import numpy as np
+
+    import aotexec as ax
+    ctx = {"cpu": ax.cpu, "vulkan": ax.vulkan, "gpu": ax.gpu}.get(device)
+    if ctx is None:
+        _fail(f"unknown device '{device}'; use cpu, vulkan or gpu")
+    if iters < 1 or warmup < 0:
+        _fail("--iters must be >= 1 and --warmup >= 0")
+    rng = np.random.RandomState(0)
+    report: dict = {"source": str(source), "device": str(ctx())}
+    t0 = time.perf_counter()
+    if source.is_dir():
+        if train:
+            _fail("--train needs a symbol: artifacts hold inference entry points only")
+        if shape:
+            _fail("an artifact has fixed shapes; drop --shape")
+        art = ax.load(source, ctx=ctx())
+        t1 = time.perf_counter()
+        execs = {"infer": art.simple_bind(ctx())}
+        report["load_s"] = t1 - t0
+        given = set(art.arg_params) | set(art.aux_params)
+    else:
+        if not source.is_file():
+            _fail(f"{source} is neither a symbol file nor an artifact directory")
+        if not shape:
+            _fail("give at least one --shape NAME=D0,D1,... for the data inputs")
+        sym = ax.sym.load(str(source))
+        shapes = {k: _shape(v, k) for k, v in _pairs(shape, "--shape").items()}
+        unknown = sorted(set(shapes) - set(sym.list_inputs()))
+        if unknown:
+            _fail(f"--shape names {unknown} are not inputs of the symbol; its inputs are {sym.list_inputs()}")
+        execs = {"infer": sym.simple_bind(ctx(), grad_req="null", **shapes)}
+        if train:
+            req = {n: ("null" if n in shapes or n.endswith("label") else "write") for n in sym.list_arguments()}
+            execs["train"] = sym.simple_bind(ctx(), grad_req=req, **shapes)
+        given = set()
+        if params:
+            with np.load(params, allow_pickle=False) as f:
+                loaded = {k.split(":", 1)[-1]: f[k] for k in f.files}
+            for ex in execs.values():
+                ex.copy_params_from({k: v for k, v in loaded.items() if k in ex.arg_dict},
+                                    {k: v for k, v in loaded.items() if k in ex.aux_dict})
+            given = set(loaded)
+        report["bind_s"] = time.perf_counter() - t0
+    for ex in execs.values():
+        for name, arr in list(ex.arg_dict.items()) + list(ex.aux_dict.items()):
+            if name in given:
+                continue
+            if name.endswith("label"):
+                n_cls = ex.outputs[0].shape[-1] if ex.outputs and len(ex.outputs[0].shape) > 1 else 2
+                arr[:] = rng.randint(0, n_cls, arr.shape).astype(arr.dtype)
+            elif name.endswith("_var") or name.endswith("_gamma"):
+                arr[:] = rng.uniform(0.5, 1.5, arr.shape).astype(arr.dtype)
+            else:
+                arr[:] = rng.uniform(-1, 1, arr.shape).astype(arr.dtype)
+    steps = {"infer": lambda ex: ex.forward(is_train=False)}
+    if "train" in execs:
+        def train_step(ex):
+            ex.forward(is_train=True)
+            ex.backward()
+        steps["train"] = train_step
+        steps["train_fused"] = lambda ex: ex.forward_backward()
+    for mode, step in steps.items():
+        ex = execs["train" if mode.startswith("train") else "infer"]
+        t = time.perf_counter()
+        step(ex)  # compiles on first use (or hits the cache)
+        report[f"{mode}_first_s"] = time.perf_counter() - t
+        for _ in range(warmup):
+            step(ex)
+        times = []
+        for _ in range(iters):
+            t = time.perf_counter()
+            step(ex)
+            times.append(time.perf_counter() - t)
+        report[mode] = times
+    if as_json:
+        typer.echo(json.dumps({k: (v if not isinstance(v, list) else {"median_ms": sorted(v)[len(v) // 2] * 1e3,
+                                                                         "times_s": v})
+                               for k, v in report.items()}))
+        return
+    typer.echo(f"{source} on {report['device']}")
+    for k in ("load_s", "bind_s"):
+        if k in report:
+            typer.echo(f"  {k[:-2]:12s} {report[k] * 1e3:.1f} ms")
+    for mode in steps:
+        typer.echo(f"  {mode:12s} first call {report[f'{mode}_first_s'] * 1e3:.1f} ms (compile or cache); "
+                   + _stats_ms(report[mode]))
+    ex = execs.get("train", execs["infer"])
+    plan = [ln for ln in ex.debug_str().splitlines() if ln.startswith("Total ") and "MB allocated" in ln]
+    if plan:
+        typer.echo(f"  memory plan  {plan[0]}")
 
 
 def main() -> None:

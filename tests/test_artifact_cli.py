@@ -213,3 +213,47 @@ def test_shape_variants_let_runtime_only_reshape(tmp_path):
     assert res.returncode == 0, res.stderr
     np.testing.assert_allclose(np.load(tmp_path / "o.npy"), _reference_outputs()[:2], rtol=1e-5, atol=1e-6)
     assert "refused:" in res.stdout and "(8, 784)" in res.stdout and "(2, 784)" in res.stdout
+
+
+RUNTIME_ONLY_MULTI = textwrap.dedent("""
+    import sys, importlib.abc
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "iree.compiler" or name.startswith("iree.compiler."):
+                raise ImportError(f"{name} is blocked: runtime-only environment")
+    sys.meta_path.insert(0, Block())
+    import numpy as np
+    import aotexec as ax
+    art = ax.load(sys.argv[1])
+    x = np.load(sys.argv[2])
+    for i, ctx in enumerate((ax.cpu(), ax.vulkan())):
+        out = art.simple_bind(ctx).forward(data=x)[0].asnumpy()
+        np.save(sys.argv[3] + f"{i}.npy", out)
+    print("targets", art.targets)
+""")
+
+
+def test_multi_target_artifact_runs_on_cpu_and_vulkan_runtime_only(tmp_path):
+    from contexts import VULKAN_MISSING
+    if VULKAN_MISSING:
+        pytest.skip(VULKAN_MISSING)
+    out = tmp_path / "multi"
+    res = runner.invoke(app, ["compile", str(EXAMPLES / "mlp-symbol.json"), "--shape", "data=8,784",
+                              "--params", str(EXAMPLES / "mlp-params.npz"), "--target", "llvm-cpu",
+                              "--target", "vulkan-spirv", "--target", "cuda", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["inspect", str(out)])
+    assert "targets: llvm-cpu, vulkan-spirv, cuda" in res.output and "arch=sm_80" in res.output
+    script = tmp_path / "run.py"
+    script.write_text(RUNTIME_ONLY_MULTI)
+    res = subprocess.run([sys.executable, str(script), str(out), str(EXAMPLES / "mlp-input.npy"),
+                          str(tmp_path / "o")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    ref = _reference_outputs()
+    for i in range(2):
+        np.testing.assert_allclose(np.load(tmp_path / f"o{i}.npy"), ref, rtol=1e-4, atol=1e-6)
+    cpu_only = tmp_path / "cpu_only"
+    assert runner.invoke(app, ["compile", str(EXAMPLES / "mlp-symbol.json"), "--shape", "data=8,784",
+                               "--out", str(cpu_only)]).exit_code == 0
+    with pytest.raises(ax.AotexecError, match="compiled for: llvm-cpu"):
+        ax.load(cpu_only).simple_bind(ax.vulkan())
