@@ -23,8 +23,22 @@ if _reason and os.environ.get("CI"):
 
 VULKAN_MISSING = _reason
 
+
+def _cuda_reason() -> str | None:
+    try:
+        from aotexec.runtime.device import Device
+        Device.get(ax.gpu())
+        return None
+    except Exception as e:  # no NVIDIA GPU / driver here
+        return f"no CUDA device: {str(e).splitlines()[0][:160]}"
+
+
+CUDA_MISSING = _cuda_reason()
+
 CONTEXTS = [
     pytest.param(ax.cpu(), id="cpu"),
     pytest.param(ax.vulkan(), id="vulkan",
                  marks=pytest.mark.skipif(_reason is not None, reason=_reason or "")),
+    pytest.param(ax.gpu(), id="cuda",
+                 marks=pytest.mark.skipif(CUDA_MISSING is not None, reason=CUDA_MISSING or "")),
 ]
