@@ -5,7 +5,8 @@
 
 A variant is NAME=SPEC where SPEC is a ';'-separated list of extra iree-compile flags,
 ``-data-tiling`` (turn aotexec's default ``--iree-opt-data-tiling`` off), ``sync``
-(AOTEXEC_CPU_DRIVER=local-sync) or ``fused`` (train via ``forward_backward()``);
+(AOTEXEC_CPU_DRIVER=local-sync), ``nhwc`` (convolutions emitted in NHWC, see
+``nhwc_convolutions``) or ``fused`` (train via ``forward_backward()``);
 ``base`` is aotexec as shipped.  Each variant runs in its own process (the flags are
 applied by wrapping ``aotexec.build.options_for`` there: a benchmark-side experiment,
 aotexec itself is unchanged), variants alternate over ``--rounds`` rounds, and the
@@ -27,6 +28,29 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
+def nhwc_convolutions() -> None:
+    """Experiment (this process only): emit every 2-D NCHW convolution as transpose -> NHWC/HWIO
+    convolution -> transpose back, each transpose fenced by stablehlo.optimization_barrier so that
+    IREE cannot fold the layout change back into an NCHW convolution (see conv_layout.py)."""
+    from aotexec.lowering.emitter import Emitter
+    orig = Emitter.convolution
+    nchw = "[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]"
+
+    def barrier(b, v):
+        return b.op("stablehlo.optimization_barrier", [v], v.shape, v.dtype)
+
+    def conv(self, x, w, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups=1, spec=None):
+        if x.ndim != 4 or groups != 1 or (spec or nchw) != nchw:
+            return orig(self, x, w, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups, spec)
+        xt = barrier(self, self.transpose(x, (0, 2, 3, 1)))
+        wt = barrier(self, self.transpose(w, (2, 3, 1, 0)))
+        n, o, oh, ow = out_shape
+        y = orig(self, xt, wt, (n, oh, ow, o), stride, pad, lhs_dilation, rhs_dilation, groups,
+                 "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]")
+        return self.transpose(barrier(self, y), (0, 3, 1, 2))
+    Emitter.convolution = conv
+
+
 def child(net: str, mode: str, spec: str, iters: int, warmup: int) -> dict:
     import nets
     import aotexec as ax
@@ -37,6 +61,8 @@ def child(net: str, mode: str, spec: str, iters: int, warmup: int) -> dict:
     orig = build.options_for
     build.options_for = lambda ctx, **kw: dataclasses.replace(orig(ctx, **kw), data_tiling=tiling,
                                                               extra_flags=orig(ctx, **kw).extra_flags + flags)
+    if "nhwc" in parts:
+        nhwc_convolutions()
     s = nets.symbol(ax.sym, net)
     args, aux = nets.shapes_of(s, net)
     data, label, params, auxv = nets.inputs_and_params(net, args, aux)
@@ -67,7 +93,12 @@ def child(net: str, mode: str, spec: str, iters: int, warmup: int) -> dict:
         step()
         ts.append(time.perf_counter() - t)
     out = ex.outputs[0].asnumpy()
-    return {"times": ts, "first_s": first, "out_sum": float(abs(out).sum())}
+    import numpy as np
+    check = float((out * np.arange(1, out.size + 1).reshape(out.shape)).sum())  # order-sensitive checksum
+    if mode != "infer":
+        g = next(v for k, v in sorted(ex.grad_dict.items()) if v is not None)
+        check += float(np.abs(g.asnumpy()).sum())
+    return {"times": ts, "first_s": first, "out_sum": check}
 
 
 def main() -> int:
@@ -92,7 +123,7 @@ def main() -> int:
             if "sync" in spec.split(";"):
                 env["AOTEXEC_CPU_DRIVER"] = "local-sync"
             t0 = os.getloadavg()[0]
-            res = subprocess.run([sys.executable, __file__, a.net, a.mode, "--child", spec, "--iters", str(a.iters),
+            res = subprocess.run([sys.executable, __file__, a.net, a.mode, f"--child={spec}", "--iters", str(a.iters),
                                   "--warmup", str(a.warmup)], capture_output=True, text=True, env=env)
             if res.returncode:
                 err = [ln for ln in res.stderr.splitlines() if "error" in ln.lower()][:1] or res.stderr.splitlines()[-1:]
@@ -109,7 +140,7 @@ def main() -> int:
         q = lambda f: ts[int(f * (len(ts) - 1))] * 1e3  # noqa: E731
         print(f"{a.net} {a.mode} {name:24s} median {statistics.median(ts) * 1e3:8.3f} ms  p10 {q(0.1):8.3f}  "
               f"p90 {q(0.9):8.3f}  n={len(ts)}  first call {info[name]['first_s']:.2f} s  "
-              f"|out| {info[name]['out_sum']:.4f}  load {info[name]['load']:.1f}", flush=True)
+              f"checksum {info[name]['out_sum']:.6g}  load {info[name]['load']:.1f}", flush=True)
     return 0
 
 
