@@ -50,13 +50,17 @@ def _reference_outputs() -> np.ndarray:
     return out
 
 
-RUNTIME_ONLY = textwrap.dedent("""
+# a runtime-only environment: importing the compiler fails (as on an edge install)
+BLOCK_COMPILER = textwrap.dedent("""
     import sys, importlib.abc
     class Block(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
             if name == "iree.compiler" or name.startswith("iree.compiler.") or name == "typer":
                 raise ImportError(f"{name} is blocked: runtime-only environment")
     sys.meta_path.insert(0, Block())
+""")
+
+RUNTIME_ONLY = BLOCK_COMPILER + textwrap.dedent("""
     import numpy as np
     import aotexec as ax
     art = ax.load(sys.argv[1])
@@ -178,13 +182,7 @@ def test_second_bind_hits_the_compile_cache():
     assert ex1._programs[("forward_infer",)].module is ex2._programs[("forward_infer",)].module
 
 
-RUNTIME_ONLY_RESHAPE = textwrap.dedent("""
-    import sys, importlib.abc
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name == "iree.compiler" or name.startswith("iree.compiler."):
-                raise ImportError(f"{name} is blocked: runtime-only environment")
-    sys.meta_path.insert(0, Block())
+RUNTIME_ONLY_RESHAPE = BLOCK_COMPILER + textwrap.dedent("""
     import numpy as np
     import aotexec as ax
     art = ax.load(sys.argv[1])
@@ -215,13 +213,7 @@ def test_shape_variants_let_runtime_only_reshape(tmp_path):
     assert "refused:" in res.stdout and "(8, 784)" in res.stdout and "(2, 784)" in res.stdout
 
 
-RUNTIME_ONLY_MULTI = textwrap.dedent("""
-    import sys, importlib.abc
-    class Block(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name == "iree.compiler" or name.startswith("iree.compiler."):
-                raise ImportError(f"{name} is blocked: runtime-only environment")
-    sys.meta_path.insert(0, Block())
+RUNTIME_ONLY_MULTI = BLOCK_COMPILER + textwrap.dedent("""
     import numpy as np
     import aotexec as ax
     art = ax.load(sys.argv[1])

@@ -55,10 +55,13 @@ def _fc_shape(p: FullyConnectedParam, ins, outs):
     return ins, [out]
 
 
-FullyConnected = define(
-    "FullyConnected", params=FullyConnectedParam,
-    inputs=lambda p: ["data", "weight"] if p.no_bias else ["data", "weight", "bias"],
-    infer_shape=_fc_shape, infer_type=same_dtype)
+def weighted_inputs(p) -> list[str]:
+    """FullyConnected / Convolution / Deconvolution: the bias input exists unless no_bias."""
+    return ["data", "weight"] if p.no_bias else ["data", "weight", "bias"]
+
+
+FullyConnected = define("FullyConnected", params=FullyConnectedParam, inputs=weighted_inputs,
+                        infer_shape=_fc_shape, infer_type=same_dtype)
 
 
 # --- Convolution / Deconvolution (src/operator/nn/convolution.cc, deconvolution.cc) ---
@@ -112,29 +115,18 @@ def _conv_shape(p: ConvolutionParam, ins, outs):
     return ins, [(data[0], p.num_filter) + tuple(sp)]
 
 
-Convolution = define(
-    "Convolution", params=ConvolutionParam,
-    inputs=lambda p: ["data", "weight"] if p.no_bias else ["data", "weight", "bias"],
-    infer_shape=_conv_shape, infer_type=same_dtype)
+Convolution = define("Convolution", params=ConvolutionParam, inputs=weighted_inputs,
+                     infer_shape=_conv_shape, infer_type=same_dtype)
 
 
 @dataclass(frozen=True)
-class DeconvolutionParam:
-    kernel: Shape
-    num_filter: int
-    stride: Shape = ()
-    dilate: Shape = ()
-    pad: Shape = ()
-    adj: Shape = ()
-    target_shape: Shape = ()
-    num_group: int = 1
+class DeconvolutionParam(ConvolutionParam):
+    """Convolution's parameters with MXNet's other defaults, plus adj / target_shape."""
     workspace: int = 512
     no_bias: bool = True
-    cudnn_tune: Optional[str] = None
-    cudnn_off: bool = False
-    layout: Optional[str] = None
+    adj: Shape = ()
+    target_shape: Shape = ()
 
-    spatial = ConvolutionParam.spatial
 
 
 def _deconv_shape(p: DeconvolutionParam, ins, outs):
@@ -156,10 +148,8 @@ def _deconv_shape(p: DeconvolutionParam, ins, outs):
     return ins, [(data[0], p.num_filter) + tuple(sp)]
 
 
-Deconvolution = define(
-    "Deconvolution", params=DeconvolutionParam,
-    inputs=lambda p: ["data", "weight"] if p.no_bias else ["data", "weight", "bias"],
-    infer_shape=_deconv_shape, infer_type=same_dtype)
+Deconvolution = define("Deconvolution", params=DeconvolutionParam, inputs=weighted_inputs,
+                       infer_shape=_deconv_shape, infer_type=same_dtype)
 
 
 # --- Pooling (src/operator/nn/pooling.cc, PoolingShape) ---
