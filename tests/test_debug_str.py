@@ -6,16 +6,18 @@ import re
 import pytest
 
 import aotexec as ax
+from contexts import CONTEXTS
 from golden import cases, ids
 
 DEBUG = [c for c in cases("executor") if c.meta["scenario"] == "debug_str"]
 
 
+@pytest.mark.parametrize("ctx", CONTEXTS)
 @pytest.mark.parametrize("case", DEBUG, ids=ids(DEBUG))
 @pytest.mark.parametrize("req", ["null", "write"])
-def test_debug_str_matches_mxnet(case, req):
+def test_debug_str_matches_mxnet(case, req, ctx):
     s = ax.sym.load_json(case.symbol_json)
-    ex = s.simple_bind(ax.cpu(), grad_req=req, **{k: tuple(v) for k, v in case.meta["bind_shapes"].items()})
+    ex = s.simple_bind(ctx, grad_req=req, **{k: tuple(v) for k, v in case.meta["bind_shapes"].items()})
     assert ex.debug_str() == case.expected_json["grad_req_" + req]
 
 

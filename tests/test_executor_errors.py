@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import aotexec as ax
+from contexts import CONTEXTS
 from golden import cases, ids
 
 ERRORS = [c for c in cases("error") if c.meta["scenario"] in ("backward_no_head_grads", "forward_bad_kwarg",
@@ -12,30 +13,31 @@ ERRORS = [c for c in cases("error") if c.meta["scenario"] in ("backward_no_head_
 EXC = {"MXNetError": ax.MXNetError, "ValueError": ValueError, "TypeError": TypeError}
 
 
-def _run(case):
+def _run(case, ctx):
     meta = case.meta
     s = ax.sym.load_json(case.symbol_json)
     shapes = {k: tuple(v) for k, v in meta["bind_shapes"].items()}
     if meta["scenario"] == "backward_no_head_grads":
-        ex = s.simple_bind(ax.cpu(), grad_req="write", **shapes)
+        ex = s.simple_bind(ctx, grad_req="write", **shapes)
         ex.forward(is_train=True)
         ex.backward()
     elif meta["scenario"] == "forward_bad_kwarg":
-        ex = s.simple_bind(ax.cpu(), grad_req="null", **shapes)
-        ex.forward(is_train=False, **{k: ax.nd.zeros(v) for k, v in meta["forward_kwargs"].items()})
+        ex = s.simple_bind(ctx, grad_req="null", **shapes)
+        ex.forward(is_train=False, **{k: ax.nd.zeros(v, ctx=ctx) for k, v in meta["forward_kwargs"].items()})
     elif meta["scenario"] == "bind_missing":
         arg_shapes, _, aux_shapes = s.infer_shape(**shapes)
-        zeros = {n: ax.nd.zeros(sh) for n, sh in zip(s.list_arguments(), arg_shapes) if n not in meta["omit_args"]}
+        zeros = {n: ax.nd.zeros(sh, ctx=ctx) for n, sh in zip(s.list_arguments(), arg_shapes) if n not in meta["omit_args"]}
         args = zeros if meta["args_form"] == "dict" else [zeros.get(n) for n in s.list_arguments()]
-        aux = {n: ax.nd.zeros(sh) for n, sh in zip(s.list_auxiliary_states(), aux_shapes)} or None
-        s.bind(ax.cpu(), args=args, aux_states=aux, grad_req="null")
+        aux = {n: ax.nd.zeros(sh, ctx=ctx) for n, sh in zip(s.list_auxiliary_states(), aux_shapes)} or None
+        s.bind(ctx, args=args, aux_states=aux, grad_req="null")
 
 
+@pytest.mark.parametrize("ctx", CONTEXTS)
 @pytest.mark.parametrize("case", ERRORS, ids=ids(ERRORS))
-def test_error_case_matches_mxnet(case):
+def test_error_case_matches_mxnet(case, ctx):
     exp = case.expected_json
     with pytest.raises(EXC[exp["exception_type"]]) as info:
-        _run(case)
+        _run(case, ctx)
     assert exp["message_key"] in str(info.value)
     if exp["exception_type"] == "MXNetError":
         assert isinstance(info.value, RuntimeError)

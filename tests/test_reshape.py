@@ -56,11 +56,12 @@ def test_reshape_matches_mxnet(case, ctx):
             np.testing.assert_allclose(o.asnumpy(), vals[f"after_write__{r['name']}__output_{i}"], **tol)
 
 
+@pytest.mark.parametrize("ctx", CONTEXTS)
 @pytest.mark.parametrize("case", ERRORS, ids=ids(ERRORS))
-def test_reshape_errors_match_mxnet(case):
+def test_reshape_errors_match_mxnet(case, ctx):
     meta, exp = case.meta, case.expected_json
     s = ax.sym.load_json(case.symbol_json)
-    ex = s.simple_bind(ax.cpu(), grad_req=meta.get("grad_req", "null"), **{k: tuple(v) for k, v in meta["bind_shapes"].items()})
+    ex = s.simple_bind(ctx, grad_req=meta.get("grad_req", "null"), **{k: tuple(v) for k, v in meta["bind_shapes"].items()})
     with pytest.raises(ax.MXNetError) as info:
         ex.reshape(partial_shaping=meta["partial_shaping"], allow_up_sizing=meta["allow_up_sizing"],
                    **{k: tuple(v) for k, v in meta["reshape_kwargs"].items()})
