@@ -61,6 +61,14 @@ def _unavailable(ctx: Context, driver: str, reason: str) -> AotexecError:
 
 _CPU_DRIVERS = ("local-task", "local-sync")
 
+# IREE 3.13's bindings print pages of nanobind "leaked function" lines at every exit
+# (cosmetic, see shared IREE notes); keep users' terminals readable.
+try:
+    from iree.runtime import _binding as _iree_binding
+    _iree_binding.disable_leak_checker()
+except (ImportError, AttributeError):
+    pass
+
 # A Vulkan semaphore destroyed after its device during interpreter teardown
 # segfaults (IREE 3.13, lavapipe); release every semaphore first, at exit.
 _semaphore_owners: list = []
