@@ -28,7 +28,7 @@ from .base import AotexecError
 from .runtime.context import Context, current_context
 from .runtime.program import Program, ProgramSpec
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: shape variants, planned-buffer ABI (iree.abi.output)
 MANIFEST = "manifest.json"
 TARGET_FILES = {"llvm-cpu": "llvm-cpu.vmfb", "vulkan-spirv": "vulkan-spirv.vmfb", "cuda": "cuda.vmfb"}
 
@@ -278,6 +278,9 @@ def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
     fv = manifest.get("format_version")
     if not isinstance(fv, int):
         raise _fail(path, "manifest has no format_version")
+    if fv < FORMAT_VERSION:
+        raise _fail(path, f"format version {fv} was written by an earlier aotexec whose modules use another "
+                          f"calling convention; recompile it with aotexec compile")
     if fv > FORMAT_VERSION:
         raise _fail(path, f"format version {fv} is newer than this aotexec supports ({FORMAT_VERSION}); "
                           "upgrade aotexec")
