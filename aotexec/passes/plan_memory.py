@@ -1,14 +1,16 @@
 """Memory planning over the full graph (forward + backward), MXNet's PlanMemory idea.
 
 Reads: the IndexedGraph, its Typing (shapes, dtypes), which entries are external
-(variables, and the graph's outputs, which the executor owns).
+(variables, and the graph's heads, which the executor owns).
 Returns: ``MemoryPlan`` with a storage id per intermediate entry and the bytes.
 
-Algorithm: walk nodes in execution order; an entry's block is released after its
-last reader.  A new entry takes a free block of the same size class (best fit,
-free blocks at most 2x larger, as MXNet's ``match_range``), reuses its input's
-block in place when the op is elementwise and that input dies here, or opens a
-new block.  ``total_bytes`` is the sum of the blocks opened.
+Algorithm (ExecuTorch's greedy-by-size shared objects, after MXNet's in-place pass):
+1. liveness: each intermediate entry lives from its producer to its last reader;
+2. in place: an elementwise op's output joins its first input's group when that input
+   dies at this op and has no other reader (nnvm FInplaceOption);
+3. groups are placed largest first into the first shared block whose groups' lifetimes
+   do not overlap theirs (the block grows to the largest member), else a new block.
+``total_bytes`` is the sum of the blocks.
 """
 from __future__ import annotations
 
@@ -45,59 +47,47 @@ def entry_bytes(typing: Typing, eid: int) -> int:
 
 
 def plan_memory(typing: Typing, external: set[int] | None = None) -> MemoryPlan:
-    """``external``: entry ids the executor allocates itself (outputs, gradients)."""
+    """``external``: entry ids the executor allocates itself (besides the graph's heads)."""
     g: IndexedGraph = typing.graph
-    external = set(external or ())
+    external = set(external or ()) | {g.eid(h) for h in g.heads}
+    last: dict[int, int] = {}
     readers: dict[int, int] = {}
-    for n in g.nodes:
+    for i, n in enumerate(g.nodes):
         for e in n.inputs:
+            last[g.eid(e)] = i
             readers[g.eid(e)] = readers.get(g.eid(e), 0) + 1
-    for h in g.heads:
-        external.add(g.eid(h))
     plan = MemoryPlan()
-    free: list[int] = []   # block ids
-    for nid, n in enumerate(g.nodes):
+    group: dict[int, int] = {}                      # entry -> group root
+    span: dict[int, list[int]] = {}                 # root -> [start, end, bytes]
+    for i, n in enumerate(g.nodes):
         if n.op is None:
             continue
-        in_ids = [g.eid(e) for e in n.inputs]
         for k in range(n.num_outputs):
-            eid = g.row_ptr[nid] + k
+            eid = g.row_ptr[i] + k
             if eid in external:
                 continue
-            size = entry_bytes(typing, eid)
-            if k == 0 and n.op.name in INPLACE_OPS and in_ids:
-                src = in_ids[0]
-                if src in plan.storage_id and readers.get(src) == 1 and \
-                        plan.block_bytes[plan.storage_id[src]] >= size:
-                    plan.storage_id[eid] = plan.storage_id[src]
-                    plan.inplace[eid] = src
-                    readers[src] = 0
-                    continue
-            fits = [b for b in free if size <= plan.block_bytes[b] <= 2 * max(size, 1)]
-            if fits:
-                best = min(fits, key=lambda b: plan.block_bytes[b])
-                free.remove(best)
-                plan.storage_id[eid] = best
-            else:
-                plan.storage_id[eid] = len(plan.block_bytes)
-                plan.block_bytes.append(size)
-        # release inputs whose last reader ran
-        for src in in_ids:
-            if src in readers and readers[src] > 0:
-                readers[src] -= 1
-                if readers[src] == 0 and src in plan.storage_id and src not in plan.inplace.values():
-                    blk = plan.storage_id[src]
-                    if blk not in free and all(plan.storage_id.get(o) != blk for o in _live(plan, readers)):
-                        free.append(blk)
-        # outputs nobody reads die at once
-        for k in range(n.num_outputs):
-            eid = g.row_ptr[nid] + k
-            if eid in plan.storage_id and readers.get(eid, 0) == 0 and eid not in plan.inplace.values():
-                blk = plan.storage_id[eid]
-                if blk not in free and all(plan.storage_id.get(o) != blk for o in _live(plan, readers)):
-                    free.append(blk)
+            size, end = entry_bytes(typing, eid), last.get(eid, i)
+            src = g.eid(n.inputs[0]) if n.inputs else None
+            if k == 0 and n.op.name in INPLACE_OPS and src in group and readers.get(src) == 1 \
+                    and last.get(src) == i and span[group[src]][2] >= size:
+                root = group[eid] = group[src]
+                span[root][1] = max(span[root][1], end)
+                plan.inplace[eid] = src
+                continue
+            group[eid] = eid
+            span[eid] = [i, end, size]
+    blocks: list[list[tuple[int, int]]] = []        # per block: lifetimes placed there
+    block_of: dict[int, int] = {}
+    for root, (start, end, size) in sorted(span.items(), key=lambda kv: -kv[1][2]):
+        for b, lives in enumerate(blocks):
+            if all(end < s or start > e for s, e in lives):
+                lives.append((start, end))
+                plan.block_bytes[b] = max(plan.block_bytes[b], size)
+                block_of[root] = b
+                break
+        else:
+            blocks.append([(start, end)])
+            plan.block_bytes.append(size)
+            block_of[root] = len(blocks) - 1
+    plan.storage_id = {eid: block_of[root] for eid, root in group.items()}
     return plan
-
-
-def _live(plan: MemoryPlan, readers: dict[int, int]) -> list[int]:
-    return [e for e, r in readers.items() if r > 0 and e in plan.storage_id]
