@@ -113,3 +113,14 @@ def test_infer_shape_errors(case):
             res = s.infer_shape(**kwargs)
         assert res == (None, None, None)
         assert str(rec[0].message) == exp["warning_message"]
+
+
+@pytest.mark.parametrize("case", ALL, ids=ids(ALL))
+def test_graphs_lint_clean_before_and_after_the_gradient_pass(case):
+    from aotexec.graph import IndexedGraph
+    from aotexec.passes.gradient import build_gradient_graph
+    s = ax.sym.load_json(case.symbol_json)
+    s._graph.lint()
+    wrt = [n for n in s.list_arguments()]
+    gg = build_gradient_graph(s._outputs, wrt)
+    IndexedGraph(gg.heads).lint()
