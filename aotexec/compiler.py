@@ -82,6 +82,8 @@ def iree_flags(opts: CompileOptions) -> list[str]:
             f"--iree-opt-level={opts.opt_level}",
             # IREE demotes f64 to f32 by default, which changes the ABI under the caller
             "--iree-input-demote-f64-to-f32=false",
+            # BatchNorm's backward kernels on ResNet-sized inputs exceeded the 32 KiB default
+            "--iree-llvmcpu-stack-allocation-limit=262144",
         ]
         if opts.data_tiling and opts.cpu.lower() not in _NO_DATA_TILING_CPUS:
             flags.append("--iree-opt-data-tiling")
@@ -96,7 +98,9 @@ def iree_flags(opts: CompileOptions) -> list[str]:
         ]
     else:
         raise AotexecError(f"unknown compile target {opts.target!r}; expected one of {', '.join(TARGETS)}")
-    return flags + list(opts.extra_flags)
+    # AOTEXEC_IREE_FLAGS: extra flags for experiments (part of the cache key like the rest)
+    env = os.environ.get("AOTEXEC_IREE_FLAGS", "").split()
+    return flags + list(opts.extra_flags) + env
 
 
 @functools.lru_cache(maxsize=1)

@@ -73,6 +73,7 @@ def test_iree_flags_per_target():
         "--iree-llvmcpu-target-cpu=x86-64-v3",
         "--iree-opt-level=O2",
         "--iree-input-demote-f64-to-f32=false",
+        "--iree-llvmcpu-stack-allocation-limit=262144",
         "--iree-opt-data-tiling",
         "--mlir-timing",
     ]

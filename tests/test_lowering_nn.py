@@ -315,14 +315,17 @@ def test_convolution_and_deconvolution_text():
                                          dilate=(2, 1), num_group=4, name="c"),
                       {"x": (1, 4, 7, 6), "c_weight": (4, 1, 3, 2), "c_bias": (4,)})
     conv = next(line for line in text.splitlines() if "stablehlo.convolution" in line)
-    assert "#stablehlo.conv<[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]>" in conv
+    # 2-D convolutions run channels-last, fenced so IREE keeps the layout (emitter._conv_nhwc)
+    assert "#stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]>" in conv
+    assert text.count('"stablehlo.optimization_barrier"') == 3
     assert "window_strides = array<i64: 2, 1>" in conv and "rhs_dilation = array<i64: 2, 1>" in conv
     assert "padding = dense<[[1, 1], [2, 2]]>" in conv and "feature_group_count = 4 : i64" in conv
     assert 'loc("c")' in conv
     # groups of more than one input channel: one convolution per group (see nn._convolve)
     text = _stablehlo(ax.sym.Convolution(x, kernel=(1, 1), num_filter=4, num_group=2, no_bias=True, name="c"),
                       {"x": (1, 4, 3, 3), "c_weight": (4, 2, 1, 1)})
-    assert text.count('"stablehlo.convolution"') == 2 and '"stablehlo.concatenate"' in text
+    per_group = text.count('"stablehlo.convolution"') + text.count('"stablehlo.dot_general"')  # im2col: 2 channels
+    assert per_group == 2 and '"stablehlo.concatenate"' in text
 
     text = _stablehlo(ax.sym.Deconvolution(x, kernel=(3, 3), num_filter=2, stride=(2, 2), pad=(1, 1),
                                            adj=(1, 0), name="t"),
@@ -331,7 +334,12 @@ def test_convolution_and_deconvolution_text():
     conv = next(line for line in text.splitlines() if "stablehlo.convolution" in line)
     # lhs_dilation = stride; pad low = k-1-pad, high = k-1-pad+adj
     assert "lhs_dilation = array<i64: 2, 2>" in conv and "padding = dense<[[1, 2], [1, 1]]>" in conv
-    assert "-> tensor<1x2x8x7xf32>" in conv
+    assert "-> tensor<1x8x7x2xf32>" in conv
+
+    # one input channel: patches as a matmul (im2col), no convolution op at all
+    text = _stablehlo(ax.sym.Convolution(x, kernel=(5, 5), num_filter=3, name="c1"),
+                      {"x": (2, 1, 9, 9), "c1_weight": (3, 1, 5, 5), "c1_bias": (3,)})
+    assert '"stablehlo.convolution"' not in text and '"stablehlo.dot_general"' in text
 
 
 def test_pooling_text_full_convention_pads_high_side():
