@@ -63,7 +63,7 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
     """
     from . import build
     from .compiler import CompileOptions, compiler_version, resolve_cpu
-    from .runtime.executor import _typed
+    from .runtime.executor import bind_typing
     from .util import shape_from_user
 
     if grad_req != "null":
@@ -97,11 +97,11 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
         manifest["targets"][target] = {"cpu": resolve_cpu(opts)} if target == "llvm-cpu" else \
             {"cuda_arch": cuda_arch} if target == "cuda" else {}
     for k, v in enumerate(variants_in):
-        typing = _typed(symbol, {n: shape_from_user(sh) for n, sh in v.items()},
+        typing = bind_typing(symbol, {n: shape_from_user(sh) for n, sh in v.items()},
                         {n: np.dtype(d) for n, d in (dtypes or {}).items()})
         g = typing.graph
-        train_differs = any(n.op is not None and n.op.name in ("BatchNorm", "Dropout") for n in g.nodes)
-        modes = ["forward_infer"] + (["forward_train"] if train_differs else [])
+        from .ops.registry import train_mode_matters
+        modes = ["forward_infer"] + (["forward_train"] if train_mode_matters(g.nodes) else [])
         variant: dict[str, Any] = {
             "shapes": {n.name: list(typing.node_shape(n)) for n in g.variables()},
             "dtypes": {n.name: typing.node_dtype(n).name for n in g.variables()},

@@ -16,7 +16,7 @@ from aotexec.debug_str import full_graph  # noqa: E402
 from aotexec.graph import IndexedGraph  # noqa: E402
 from aotexec.passes.infer import infer  # noqa: E402
 from aotexec.passes.plan_memory import entry_bytes, plan_memory  # noqa: E402
-from aotexec.runtime.executor import _typed  # noqa: E402
+from aotexec.runtime.executor import bind_typing  # noqa: E402
 from nets import NETS, symbol  # noqa: E402
 
 # MXNet 1.9.1's "Total N MB allocated" for the same nets and shapes, training (issue 5)
@@ -26,7 +26,7 @@ MXNET_MB = {"lenet": 12, "resnet8": 11}
 def report(name: str) -> dict:
     sym = symbol(ax.sym, name)
     data, label = NETS[name]
-    t = _typed(sym, {"data": data, "softmax_label": label}, {})
+    t = bind_typing(sym, {"data": data, "softmax_label": label}, {})
     reqs = {n: ("null" if n in ("data", "softmax_label") else "write") for n in sym.list_arguments()}
     wrt = [n for n, r in reqs.items() if r != "null"]
     _, heads = full_graph(sym, wrt)

@@ -5,7 +5,7 @@ import pytest
 
 import aotexec as ax
 from aotexec import build
-from aotexec.runtime.executor import _typed
+from aotexec.runtime.executor import bind_typing
 from golden import GOLDEN, all_cases
 from test_backward_golden import check, replay
 
@@ -14,7 +14,7 @@ NETS = [c for c in all_cases() if c.id in ("net_lenet_train", "net_resblock_trai
 
 def _saved(case, mirror: bool) -> int:
     s = ax.sym.load_json(case.symbol_json)
-    t = _typed(s, {k: tuple(v) for k, v in case.meta["shapes"].items()}, {})
+    t = bind_typing(s, {k: tuple(v) for k, v in case.meta["shapes"].items()}, {})
     req = case.meta["grad_req"]
     reqs = {n: (req if isinstance(req, str) else req[n]) for n in s.list_arguments()}
     return build.saved_activation_bytes(s, t, reqs, mirror)
@@ -34,7 +34,7 @@ def test_force_mirroring_attribute_recomputes_one_node():
     fc = ax.sym.FullyConnected(data, num_hidden=8, name="fc")
     act = ax.sym.Activation(fc, act_type="tanh", name="act")
     net = ax.sym.MakeLoss(ax.sym.sum(ax.sym.square(act)))
-    t = _typed(net, {"data": (4, 5)}, {})
+    t = bind_typing(net, {"data": (4, 5)}, {})
     reqs = {n: "write" for n in net.list_arguments()}
     keep = build.training_plan(net, t, reqs, mirror=False).residuals
     assert any(e.node.name == "act" for e in keep)

@@ -72,6 +72,13 @@ class OpDef:
 
 
 OPS: dict[str, OpDef] = {}
+# ops that compute differently in training (batch statistics, random masks/slopes)
+TRAIN_MODE_OPS = frozenset({"BatchNorm", "Dropout", "LeakyReLU"})
+
+
+def train_mode_matters(nodes) -> bool:
+    """Whether ``forward(is_train=True)`` needs its own build for these nodes."""
+    return any(n.op is not None and n.op.name in TRAIN_MODE_OPS for n in nodes)
 # Python-level constructor names (MXNet's function names and aliases) -> (op, name hint)
 CONSTRUCTORS: dict[str, tuple[OpDef, str]] = {}
 

@@ -12,7 +12,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..base import AotexecError
-from ..passes.infer import Typing, infer
+from ..ops.registry import train_mode_matters
+from ..passes.infer import Typing, infer_dtypes, infer_shapes
 from ..ops.rules import known
 from .context import Context, current_context
 from .ndarray import NDArray, array as nd_array, zeros as nd_zeros
@@ -131,8 +132,7 @@ class Executor:
         self._out_names = symbol.list_outputs()
         g = typing.graph
         self.outputs = [nd_zeros(typing.shape_of(e), ctx=ctx, dtype=typing.dtype_of(e)) for e in symbol._outputs]
-        self._train_differs = any(n.op is not None and n.op.name in ("BatchNorm", "Dropout", "LeakyReLU")
-                                  for n in g.nodes)
+        self._train_differs = train_mode_matters(g.nodes)
         self._monitor: tuple[Callable, str] | None = None
         from .device import Device
         self._device = Device.get(ctx)
@@ -433,10 +433,6 @@ def _make(symbol, ctx, typing, args, grads, reqs, aux, provider, group2ctx) -> E
     return Executor(symbol, ctx, typing, args, grads, reqs, aux, provider)
 
 
-def _typing_from(symbol, shapes: dict, dtypes: dict) -> Typing:
-    return infer(symbol._graph, shapes, dtypes)
-
-
 def _default_dtypes(symbol, typing_dtypes: list, dtypes: dict) -> dict:
     """MXNet binds undecided dtypes as float32."""
     g = symbol._graph
@@ -447,13 +443,14 @@ def _default_dtypes(symbol, typing_dtypes: list, dtypes: dict) -> dict:
     return out
 
 
-def _typed(symbol, shapes: dict, dtypes: dict) -> Typing:
-    from ..passes.infer import infer_dtypes
+def bind_typing(symbol, shapes: dict, dtypes: dict) -> Typing:
+    """Shapes and dtypes of every entry for binding: undecided dtypes default to float32
+    (as in MXNet), undecided shapes are an error naming the inputs."""
     g = symbol._graph
     dt = infer_dtypes(g, dtypes)
     if any(d is None for d in dt):
         dt = infer_dtypes(g, _default_dtypes(symbol, dt, dtypes))
-    typing = Typing(g, __import__("aotexec.passes.infer", fromlist=["infer_shapes"]).infer_shapes(g, shapes), dt)
+    typing = Typing(g, infer_shapes(g, shapes), dt)
     _check_complete(symbol, typing)
     return typing
 
@@ -467,7 +464,7 @@ def bind(symbol, ctx: Context | None, args, args_grad=None, grad_req="write", au
     aux_arrays = _arrays(aux_states, aux_names, ctx, "aux_states", required=True)
     shapes = {n: a.shape for n, a in {**arg_arrays, **aux_arrays}.items()}
     dtypes = {n: np.dtype(a.dtype) for n, a in {**arg_arrays, **aux_arrays}.items()}
-    typing = _typed(symbol, shapes, dtypes)
+    typing = bind_typing(symbol, shapes, dtypes)
     reqs = _normalize_grad_req(grad_req, arg_names)
     grads = _arrays(args_grad, arg_names, ctx, "args_grad", required=False)
     for n in arg_names:
@@ -488,7 +485,7 @@ def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, g
     from ..util import shape_from_user
     shapes = {k: shape_from_user(v) for k, v in kwargs.items() if k in inputs}
     dtypes = {k: np.dtype(v) for k, v in (type_dict or {}).items() if k in inputs}
-    typing = _typed(symbol, shapes, dtypes)
+    typing = bind_typing(symbol, shapes, dtypes)
     g = typing.graph
     arg_names = symbol.list_arguments()
     reqs = _normalize_grad_req(grad_req, arg_names)
