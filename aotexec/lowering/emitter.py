@@ -282,14 +282,13 @@ class Emitter:
         y = self.op("stablehlo.convolution", [xt, wt], (n, h, wd, c), x.dtype, attrs=attrs)
         return self.transpose(fence(y), (0, 3, 1, 2))
 
-    def _conv_im2col(self, x: Value, w: Value, out_shape, stride, pad, dilation) -> Value:
-        """Few input channels (LeNet's first layer: 1): patches as one matmul (im2col).
-
-        A 1-channel 5x5 convolution ran at ~5 GFLOP/s as a convolution in IREE 3.13;
-        as (N*OH*OW, C*K) x (C*K, O) it is a well-tiled matmul."""
-        n, c, _, _ = x.shape
-        o, _, kh, kw = w.shape
-        _, _, oh, ow = out_shape
+    def im2col(self, x: Value, kernel: Sequence[int], stride: Sequence[int], pad: Sequence[tuple[int, int]],
+               dilation: Sequence[int], out_hw: Sequence[int]) -> Value:
+        """Patches of a 2-D NCHW input as a (N*OH*OW, C*KH*KW) matrix, columns c-major
+        (so ``w.reshape(O, C*KH*KW)`` lines up)."""
+        n, c = x.shape[:2]
+        kh, kw = kernel
+        oh, ow = out_hw
         xp = self.pad(x, 0.0, (0, 0, pad[0][0], pad[1][0]), (0, 0, pad[0][1], pad[1][1]))
         cols = []
         for i in range(kh):
@@ -299,7 +298,17 @@ class Emitter:
                                 (1, 1, stride[0], stride[1]))
                 cols.append(self.reshape(sl, (n, c, 1, oh, ow)))
         patches = self.concatenate(cols, 2)                                    # (N, C, K, OH, OW)
-        patches = self.reshape(self.transpose(patches, (0, 3, 4, 1, 2)), (n * oh * ow, c * kh * kw))
+        return self.reshape(self.transpose(patches, (0, 3, 4, 1, 2)), (n * oh * ow, c * kh * kw))
+
+    def _conv_im2col(self, x: Value, w: Value, out_shape, stride, pad, dilation) -> Value:
+        """Few input channels (LeNet's first layer: 1): patches as one matmul (im2col).
+
+        A 1-channel 5x5 convolution ran at ~5 GFLOP/s as a convolution in IREE 3.13;
+        as (N*OH*OW, C*K) x (C*K, O) it is a well-tiled matmul."""
+        n, c = x.shape[:2]
+        o, _, kh, kw = w.shape
+        _, _, oh, ow = out_shape
+        patches = self.im2col(x, (kh, kw), stride, pad, dilation, (oh, ow))
         y = self.dot_general(patches, self.reshape(w, (o, c * kh * kw)), contract=([1], [1]))
         return self.transpose(self.reshape(y, (n, oh, ow, o)), (0, 3, 1, 2))
 
