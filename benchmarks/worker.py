@@ -55,6 +55,23 @@ def _plan_bytes(debug: str) -> int | None:
     return int(m.group(1)) << 20 if m else None
 
 
+
+def bind_mxnet_style(mod, net: str, mode: str):
+    """The same executor through ``aotexec`` or ``mxnet`` (same API): parameter gradients only
+    when training, inputs and parameters from benchmark-nets.md's initialisation."""
+    s = nets.symbol(mod.sym, net)
+    args, aux = nets.shapes_of(s, net)
+    data, label, params, auxv = nets.inputs_and_params(net, args, aux)
+    req = "null" if mode == "infer" else {n: ("null" if n in ("data", "softmax_label") else "write") for n in args}
+    ex = s.simple_bind(mod.cpu(), grad_req=req, data=data.shape, softmax_label=label.shape)
+    for n, v in params.items():
+        ex.arg_dict[n][:] = v
+    for n, v in auxv.items():
+        ex.aux_dict[n][:] = v
+    ex.arg_dict["data"][:] = data
+    ex.arg_dict["softmax_label"][:] = label
+    return ex
+
 class Base:
     system = "?"
 
@@ -118,18 +135,7 @@ class Aotexec(Base):
         return f"IREE driver {default_driver(self.ax.cpu())}"
 
     def bind(self, net: str, mode: str):
-        ax = self.ax
-        s = nets.symbol(ax.sym, net)
-        args, aux = nets.shapes_of(s, net)
-        data, label, params, auxv = nets.inputs_and_params(net, args, aux)
-        req = "null" if mode == "infer" else {n: ("null" if n in ("data", "softmax_label") else "write") for n in args}
-        ex = s.simple_bind(ax.cpu(), grad_req=req, data=data.shape, softmax_label=label.shape)
-        for n, v in params.items():
-            ex.arg_dict[n][:] = v
-        for n, v in auxv.items():
-            ex.aux_dict[n][:] = v
-        ex.arg_dict["data"][:] = data
-        ex.arg_dict["softmax_label"][:] = label
+        ex = bind_mxnet_style(self.ax, net, mode)
         self.execs[(net, mode)] = ex
         return ex
 
@@ -207,17 +213,7 @@ class MXNet(Base):
 
     def bind(self, net, mode):
         mx = self.mx
-        s = nets.symbol(mx.sym, net)
-        args, aux = nets.shapes_of(s, net)
-        data, label, params, auxv = nets.inputs_and_params(net, args, aux)
-        req = "null" if mode == "infer" else {n: ("null" if n in ("data", "softmax_label") else "write") for n in args}
-        ex = s.simple_bind(mx.cpu(), grad_req=req, data=data.shape, softmax_label=label.shape)
-        for n, v in params.items():
-            ex.arg_dict[n][:] = v
-        for n, v in auxv.items():
-            ex.aux_dict[n][:] = v
-        ex.arg_dict["data"][:] = data
-        ex.arg_dict["softmax_label"][:] = label
+        ex = bind_mxnet_style(mx, net, mode)
         mx.nd.waitall()
         self.execs[(net, mode)] = ex
         return ex

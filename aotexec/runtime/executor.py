@@ -207,16 +207,24 @@ class Executor:
                 raise ValueError(f"Shape not match! Argument {name}, need: {dst.shape}, received: {shape}")
             dst[:] = value
 
-    def _head_grads(self, prog: Program, entry: str, out_grads) -> list:
-        """Views of the head gradients the compiled backward reads, from MXNet's forms."""
+    def _given_head_grads(self, out_grads) -> list:
+        """MXNet's forms (None, one NDArray, a list, a dict by output name) as a list by output."""
         if out_grads is None:
-            given: list = []
-        elif isinstance(out_grads, dict):
-            given = [out_grads.get(n) for n in self._out_names]
-        elif isinstance(out_grads, (list, tuple)):
-            given = list(out_grads)
-        else:
-            given = [out_grads]
+            return []
+        if isinstance(out_grads, dict):
+            return [out_grads.get(n) for n in self._out_names]
+        if isinstance(out_grads, (list, tuple)):
+            return list(out_grads)
+        return [out_grads]
+
+    def _check_backward_ready(self) -> None:
+        if self._residuals is None:
+            raise AotexecError("backward() needs the activations of a preceding forward(is_train=True); "
+                               "call forward(is_train=True) first")
+
+    def _head_grads(self, prog: Program, entry: str, out_grads) -> list:
+        """Views of the head gradients the compiled backward reads."""
+        given = self._given_head_grads(out_grads)
         views = []
         for name in prog.entry(entry).inputs:
             if not name.startswith("head_grad:"):
@@ -332,9 +340,7 @@ class Executor:
         """Gradients into ``grad_arrays`` (write / add), and BatchNorm's moving statistics."""
         if not self._wrt:
             return
-        if self._residuals is None:
-            raise AotexecError("backward() needs the activations of a preceding forward(is_train=True); "
-                               "call forward(is_train=True) first")
+        self._check_backward_ready()
         prog = self._program(("forward_train", "backward"))
         views = self._views() + self._residuals + self._head_grads(prog, "backward", out_grads) \
             + self._old_grads(prog, "backward") + self._rng(prog, "backward")

@@ -88,13 +88,9 @@ class PlacedExecutor(Executor):
     def backward(self, out_grads=None, is_train: bool = True) -> None:
         if not self._wrt:
             return
-        if self._residuals is None:
-            raise AotexecError("backward() needs the activations of a preceding forward(is_train=True); "
-                               "call forward(is_train=True) first")
+        self._check_backward_ready()
         segments, programs, gg = self._plan(True)
-        given = out_grads if isinstance(out_grads, (list, tuple)) else \
-            [out_grads.get(n) for n in self._out_names] if isinstance(out_grads, dict) else \
-            ([] if out_grads is None else [out_grads])
+        given = self._given_head_grads(out_grads)
         from .executor import HEAD_GRAD_REQUIRED
         for i, var in gg.head_grad_vars.items():
             if i >= len(given) or given[i] is None:
