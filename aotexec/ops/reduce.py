@@ -10,7 +10,7 @@ from typing import Optional
 
 from .params import Shape
 from .registry import define
-from .rules import forward, norm_axis, same_dtype
+from .rules import flat_or_axis, forward, norm_axis, same_dtype
 
 
 @dataclass(frozen=True)
@@ -137,10 +137,7 @@ def _arg_rule(kind: str):
     def rule(ctx, p: ArgReduceParam, x):
         """Index of the first extreme value, as a float (MXNet): min index among the ties."""
         b = ctx.b
-        if p.axis is None:
-            x, ax = b.reshape(x, (prod(x.shape),)), 0
-        else:
-            ax = norm_axis(p.axis, x.ndim)
+        x, ax = flat_or_axis(b, x, p.axis)
         best = b.broadcast_in_dim(b.reduce(x, [ax], kind), x.shape, [i for i in range(x.ndim) if i != ax])
         idx = b.iota(x.shape, ax, "int32")
         cand = b.select(b.compare(x, best, "EQ"), idx, b.full_like(idx, x.shape[ax]))

@@ -98,3 +98,10 @@ def fixed_dtype(dtype: str | Callable[[Any], str]):
         d = np.dtype(dtype(p) if callable(dtype) else dtype)
         return ins, [d] * len(outs)
     return rule
+
+
+def flat_or_axis(b, x, axis: int | None):
+    """MXNet's ``axis=None`` means the flattened array: (value, normalized axis)."""
+    if axis is None:
+        return b.reshape(x, (prod(x.shape),)), 0
+    return x, norm_axis(axis, x.ndim)

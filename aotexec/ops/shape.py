@@ -11,7 +11,7 @@ from typing import Optional
 
 from .params import Shape
 from .registry import alias, define
-from .rules import dtype_of_first, forward, known, merge, norm_axis, prod, same_dtype
+from .rules import dtype_of_first, flat_or_axis, forward, known, merge, norm_axis, prod, same_dtype
 
 SliceSpec = tuple[Optional[int], ...]
 
@@ -498,10 +498,7 @@ def _tile_lower(ctx, p: TileParam, x):
 @lowers(OPS["repeat"])
 def _repeat_lower(ctx, p: RepeatParam, x):
     b = ctx.b
-    if p.axis is None:
-        x, ax = b.reshape(x, (prod(x.shape),)), 0
-    else:
-        ax = norm_axis(p.axis, x.ndim)
+    x, ax = flat_or_axis(b, x, p.axis)
     # (.., n, ..) -> (.., n, repeats, ..) -> (.., n*repeats, ..)
     shape = x.shape[:ax + 1] + (p.repeats,) + x.shape[ax + 1:]
     dims = [i if i <= ax else i + 1 for i in range(x.ndim)]
