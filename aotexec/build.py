@@ -24,7 +24,8 @@ import numpy as np
 from .compiler import CompileOptions, compile_mlir, verify_mlir
 from .graph import Entry, IndexedGraph
 from .lowering.module import lower_function, module_text, uses_rng
-from .passes.gradient import GradientGraph, build_gradient_graph
+from .passes.gradient import SHAPE_ONLY, GradientGraph, build_gradient_graph
+from .passes.mirror import mirrored_typing, resolve
 from .passes.infer import Typing, infer
 from .runtime.program import EntryPoint, ProgramSpec
 
@@ -47,19 +48,18 @@ class TrainingPlan:
     add: list[str]                   # arguments with grad_req 'add'
 
 
-def training_plan(symbol, typing: Typing, reqs: dict[str, str], mirror: bool = False) -> TrainingPlan:
+def training_plan(symbol, typing: Typing, reqs: dict[str, str], mirror: bool | str | None = "none") -> TrainingPlan:
+    """The full graph (mirrored by the ``mirror`` policy, see ``passes.mirror``) and the
+    forward values backward reads: what forward_train returns and backward takes."""
     wrt = [n for n in symbol.list_arguments() if reqs.get(n, "null") != "null"]
-    gg = build_gradient_graph(symbol._outputs, wrt)
-    full = IndexedGraph(gg.heads)
     fg = typing.graph
     shapes = {n.name: typing.node_shape(n) for n in fg.variables()}
     dtypes = {n.name: typing.node_dtype(n) for n in fg.variables()}
-    full_typing = infer(full, shapes, dtypes)
+    gg, full_typing = mirrored_typing(build_gradient_graph(symbol._outputs, wrt), resolve(mirror), shapes, dtypes)
     forward_ids = {id(n) for n in fg.nodes}
     residuals: list[Entry] = []
     seen = set()
-    from .lowering.module import SHAPE_ONLY
-    for n in full.nodes:
+    for n in full_typing.graph.nodes:
         if id(n) in forward_ids or n.op is None:
             continue
         for pos, e in enumerate(n.inputs):
@@ -68,55 +68,17 @@ def training_plan(symbol, typing: Typing, reqs: dict[str, str], mirror: bool = F
                 if key not in seen:
                     seen.add(key)
                     residuals.append(e)
-    residuals = mirrored_residuals(residuals, mirror)
     heads = sorted(gg.head_grad_vars)
     add = [n for n in wrt if reqs[n] == "add"]
     return TrainingPlan(gg, full_typing, residuals, heads, wrt, add)
 
 
-def saved_activation_bytes(symbol, typing: Typing, reqs: dict[str, str], mirror: bool) -> int:
+def saved_activation_bytes(symbol, typing: Typing, reqs: dict[str, str], mirror: bool | str | None) -> int:
     """Bytes of the activations forward_train saves for backward (what mirroring reduces)."""
     plan = training_plan(symbol, typing, reqs, mirror)
     from .passes.plan_memory import entry_bytes
     g = plan.typing.graph
     return sum(entry_bytes(plan.typing, g.eid(e)) for e in plan.residuals)
-
-
-# MXNet's default mirror policy (graph_executor.cc): these are never recomputed
-NOT_MIRRORED = {"Dropout", "Convolution", "FullyConnected", "Concat", "SoftmaxOutput", "BatchNorm",
-                "Deconvolution"}
-
-
-def mirrorable(node, mirror_all: bool) -> bool:
-    """``__force_mirroring__`` always recomputes; the policy applies when mirroring is on."""
-    if node.op is None or node.op.random:
-        return False
-    if node.attrs.get("__force_mirroring__", "").lower() in ("true", "1"):
-        return True
-    return mirror_all and node.op.name not in NOT_MIRRORED
-
-
-def mirrored_residuals(residuals: list[Entry], mirror_all: bool) -> list[Entry]:
-    """Replace activations that are cheap to recompute by what recomputes them."""
-    out: list[Entry] = []
-    seen: set[tuple[int, int]] = set()
-    stack = list(reversed(residuals))
-    while stack:
-        e = stack.pop()
-        key = (id(e.node), e.index)
-        if key in seen or e.node.op is None:
-            continue
-        seen.add(key)
-        if mirrorable(e.node, mirror_all):
-            stack.extend(reversed(e.node.inputs))
-        else:
-            out.append(e)
-    return out
-
-
-def mirror_from_env() -> bool:
-    import os
-    return os.environ.get("MXNET_BACKWARD_DO_MIRROR", "0").strip() not in ("", "0", "false", "False")
 
 
 def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: bool = False,
@@ -134,7 +96,7 @@ def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: b
 
 
 def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, str] | None = None,
-                 mirror: bool = False, monitor: str | None = None) -> tuple[str, ProgramSpec]:
+                 mirror: bool | str | None = "none", monitor: str | None = None) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each."""
     planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph
@@ -214,7 +176,7 @@ def step_plan(typing: Typing, heads: Sequence[Entry]) -> list[tuple]:
 
 
 def program_key(symbol_json: str, shapes: dict, dtypes: dict, modes: Sequence[str], opts: CompileOptions,
-                reqs: dict[str, str] | None, mirror: bool, monitor: str | None = None) -> str:
+                reqs: dict[str, str] | None, mirror: bool | str | None, monitor: str | None = None) -> str:
     doc = json.dumps([symbol_json, sorted((k, list(v)) for k, v in shapes.items()),
                       sorted((k, np.dtype(v).name) for k, v in dtypes.items()), list(modes), repr(opts),
                       sorted((reqs or {}).items()), mirror, monitor])
@@ -223,12 +185,13 @@ def program_key(symbol_json: str, shapes: dict, dtypes: dict, modes: Sequence[st
 
 def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileOptions,
                     use_cache: bool | None = None, reqs: dict[str, str] | None = None,
-                    mirror: bool = False, monitor: str | None = None) -> tuple[bytes, ProgramSpec]:
+                    mirror: bool | str | None = "none", monitor: str | None = None) -> tuple[bytes, ProgramSpec]:
     """vmfb bytes + spec for ``symbol`` at the shapes/dtypes of ``typing``."""
     g = typing.graph
     shapes = {n.name: typing.node_shape(n) for n in g.variables()}
     dtypes = {n.name: typing.node_dtype(n) for n in g.variables()}
     train = any(m in TRAIN_MODES for m in modes)
+    mirror = resolve(mirror)
     key = program_key(symbol.tojson(), shapes, dtypes, modes, opts, reqs if train else None, mirror, monitor)
     from .compile_cache import cache_enabled
     memo = cache_enabled(use_cache)
@@ -290,7 +253,7 @@ def node_contexts(g: IndexedGraph, forward_ids: set[int], group2ctx: dict, defau
     for n in g.nodes:
         if n.op is None:
             continue
-        if id(n) in forward_ids:
+        if id(n) in forward_ids or "__ctx_group__" in n.attrs:   # forward nodes and their mirrors
             place[id(n)] = group2ctx.get(n.attrs.get("__ctx_group__"), default)
         elif n.control_deps:
             place[id(n)] = place[id(n.control_deps[0])]
@@ -312,7 +275,6 @@ def segment_plan(g: IndexedGraph, place: dict[int, object], forward_ids: set[int
             segments.append(Segment(f"seg{len(segments)}", place[id(n)], [n], [], [], bwd))
     where = {id(n): k for k, s in enumerate(segments) for n in s.nodes}
     wanted = {(id(h.node), h.index) for h in heads}
-    from .lowering.module import SHAPE_ONLY
     for k, seg in enumerate(segments):
         seen = set()
         for n in seg.nodes:

@@ -10,25 +10,25 @@ from __future__ import annotations
 from .graph import Entry, IndexedGraph
 from .passes.gradient import build_gradient_graph
 from .passes.infer import Typing, infer
+from .passes.mirror import mirrored_typing, resolve
 from .passes.plan_memory import plan_memory
 
 
-def full_graph(symbol, wrt: list[str]) -> tuple[list[Entry], list[Entry]]:
-    """(heads shown as outputs, all heads including aux updates)."""
-    if not wrt:
-        return list(symbol._outputs), list(symbol._outputs)
-    gg = build_gradient_graph(symbol._outputs, wrt)
-    shown = gg.forward_heads + list(gg.grad_heads.values())
-    return shown, gg.heads
-
-
-def render(symbol, typing: Typing, wrt: list[str]) -> str:
-    shown, heads = full_graph(symbol, wrt)
-    g = IndexedGraph(heads)
+def full_graph(symbol, typing: Typing, wrt: list[str], mirror: bool | str | None = None) -> tuple[list[Entry], Typing]:
+    """(heads shown as outputs, the typed full graph as the executor runs it: forward,
+    backward with the ``mirror`` policy's recomputed nodes, aux updates)."""
     fg = typing.graph
     shapes = {n.name: typing.node_shape(n) for n in fg.variables()}
     dtypes = {n.name: typing.node_dtype(n) for n in fg.variables()}
-    full = infer(g, shapes, dtypes)
+    if not wrt:
+        return list(symbol._outputs), infer(IndexedGraph(list(symbol._outputs)), shapes, dtypes)
+    gg, full = mirrored_typing(build_gradient_graph(symbol._outputs, wrt), resolve(mirror), shapes, dtypes)
+    return gg.forward_heads + list(gg.grad_heads.values()), full
+
+
+def render(symbol, typing: Typing, wrt: list[str], mirror: bool | str | None = None) -> str:
+    shown, full = full_graph(symbol, typing, wrt, mirror)
+    g = full.graph
     plan = plan_memory(full)
     lines = ["Symbol Outputs:"]
     lines += [f"\toutput[{i}]={e.node.name}({e.index})" for i, e in enumerate(shown)]

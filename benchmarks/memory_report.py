@@ -1,7 +1,7 @@
 """Memory numbers for docs/MEMORY.md: the memory plan's bytes (debug_str's ``Total N MB``)
-against MXNet 1.9.1's figure, and the activations training saves with/without mirroring.
+and what a training executor really holds, against MXNet 1.9.1's figure.
 
-    python benchmarks/memory_report.py
+    python benchmarks/memory_report.py          # compiles the three nets (about a minute)
 """
 from __future__ import annotations
 
@@ -10,17 +10,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import numpy as np  # noqa: E402
+
 import aotexec as ax  # noqa: E402
 from aotexec import build  # noqa: E402
 from aotexec.debug_str import full_graph  # noqa: E402
-from aotexec.graph import IndexedGraph  # noqa: E402
-from aotexec.passes.infer import infer  # noqa: E402
-from aotexec.passes.plan_memory import entry_bytes, plan_memory  # noqa: E402
+from aotexec.passes.plan_memory import plan_memory  # noqa: E402
 from aotexec.runtime.executor import bind_typing  # noqa: E402
-from nets import NETS, symbol  # noqa: E402
+from nets import NETS, inputs_and_params, shapes_of, symbol  # noqa: E402
 
 # MXNet 1.9.1's "Total N MB allocated" for the same nets and shapes, training (issue 5)
 MXNET_MB = {"lenet": 12, "resnet8": 11}
+MB = 2 ** 20
 
 
 def report(name: str) -> dict:
@@ -29,29 +30,32 @@ def report(name: str) -> dict:
     t = bind_typing(sym, {"data": data, "softmax_label": label}, {})
     reqs = {n: ("null" if n in ("data", "softmax_label") else "write") for n in sym.list_arguments()}
     wrt = [n for n, r in reqs.items() if r != "null"]
-    _, heads = full_graph(sym, wrt)
-    g = IndexedGraph(heads)
-    full = infer(g, {n.name: t.node_shape(n) for n in t.graph.variables()},
-                 {n.name: t.node_dtype(n) for n in t.graph.variables()})
-    plan = plan_memory(full)
-    naive = sum(entry_bytes(full, g.row_ptr[g.nid(n)] + i) for n in g.nodes if n.op is not None
-                for i in range(n.num_outputs))
-    return {"net": name, "plan_bytes": plan.total_bytes, "no_reuse_bytes": naive,
-            "saved": build.saved_activation_bytes(sym, t, reqs, False),
-            "saved_mirror": build.saved_activation_bytes(sym, t, reqs, True)}
+    plans = {p: plan_memory(full_graph(sym, t, wrt, p)[1]).total_bytes for p in ("none", "dots")}
+    saved = {p: build.saved_activation_bytes(sym, t, reqs, p) for p in ("none", "mxnet", "dots")}
+    # what the runtime holds after one training step (default policy)
+    ex = sym.simple_bind(ax.cpu(), grad_req=reqs, data=data, softmax_label=label)
+    x, y, params, aux = inputs_and_params(name, *shapes_of(sym, name))
+    ex.copy_params_from(params, aux)
+    ex.forward(is_train=True, data=x, softmax_label=y)
+    ex.backward()
+    return {"plans": plans, "saved": saved, "runtime": ex.memory_usage()}
 
 
 def main() -> None:
-    print("| net (training, parameter grads) | aotexec plan | without reuse | MXNet 1.9.1 | ratio | "
-          "saved activations | with mirroring |")
-    print("|---|---|---|---|---|---|---|")
+    print("| net (training, parameter grads) | MXNet 1.9.1 plan | aotexec plan (ratio) | plan, `mirror='dots'` | "
+          "runtime: saved activations + transient arena (ratio) | saved activations: none / mxnet / dots |")
+    print("|---|---|---|---|---|---|")
     for name in ("mlp", "lenet", "resnet8"):
         r = report(name)
         mx = MXNET_MB.get(name)
-        ratio = f"{r['plan_bytes'] / (mx << 20):.2f}x" if mx else "-"
-        print(f"| {name} | {r['plan_bytes'] / 2**20:.2f} MB | {r['no_reuse_bytes'] / 2**20:.2f} MB | "
-              f"{f'{mx} MB' if mx else '-'} | {ratio} | {r['saved'] / 2**20:.2f} MB | "
-              f"{r['saved_mirror'] / 2**20:.2f} MB |")
+
+        def vs(b: int) -> str:
+            return f"{b / MB:.2f} MB" + (f" ({b / (mx * MB):.2f}x)" if mx else "")
+        rt = r["runtime"]
+        held = rt["saved_activations"] + rt["transient_arena"]
+        saved = " / ".join(f"{r['saved'][p] / MB:.2f}" for p in ("none", "mxnet", "dots"))
+        print(f"| {name} | {f'{mx} MB' if mx else '-'} | {vs(r['plans']['none'])} | {r['plans']['dots'] / MB:.2f} MB | "
+              f"{rt['saved_activations'] / MB:.2f} + {rt['transient_arena'] / MB:.2f} = {vs(held)} | {saved} MB |")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from contexts import CONTEXTS
 TRAIN = [c for c in cases("op", "net", categories="ABC") if c.meta["backward"]]
 
 
-def replay(case, ctx, fused: bool = False):
+def replay(case, ctx, fused: bool = False, mirror=None):
     """The golden README's replay procedure."""
     meta = case.meta
     s = ax.sym.load_json(case.symbol_json)
@@ -23,7 +23,7 @@ def replay(case, ctx, fused: bool = False):
     aux = {n: ax.nd.array(inp[n], ctx=ctx) for n in meta["aux_names"]}
     grads = {n: ax.nd.array(inp["grad_init_" + n], ctx=ctx) if req_of(n) == "add" else ax.nd.zeros(inp[n].shape, ctx=ctx)
              for n in meta["arg_names"] if req_of(n) != "null"}
-    ex = s.bind(ctx, args=args, args_grad=grads, grad_req=req, aux_states=aux)
+    ex = s.bind(ctx, args=args, args_grad=grads, grad_req=req, aux_states=aux, mirror=mirror)
     outs = None
     for _ in range(meta["repeat"]):
         hg = None

@@ -13,11 +13,11 @@ import numpy as np
 
 from ..base import AotexecError
 from ..graph import Entry, IndexedGraph, Node
+from ..passes.gradient import SHAPE_ONLY
 from ..passes.infer import Typing
 from .emitter import Emitter, Value
 
 # inputs read only for their shape (never referenced in the emitted code)
-SHAPE_ONLY = {("_identity_with_attr_like_rhs", 1), ("zeros_like", 0)}
 
 
 @dataclass

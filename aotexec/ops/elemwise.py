@@ -388,32 +388,41 @@ def _init_lower(ctx, p: InitParam, *_):
 from ..lowering.emitter import unbroadcast  # noqa: E402
 from .registry import differentiable  # noqa: E402
 
-# d(out)/d(lhs), d(out)/d(rhs) times the head gradient ``g``, for z = f(x, y)
+# d(out)/d(lhs), d(out)/d(rhs) times the head gradient ``g``, for z = f(x, y); the inputs
+# are read only by the ops whose gradient needs them (add / sub keep nothing alive), and
+# ops needing z recompute it from x and y rather than keeping the output too (as MXNet).
 BINGRADS = {
-    "add": lambda b, g, x, y, z: (g, g),
-    "sub": lambda b, g, x, y, z: (g, b.neg(g)),
-    "mul": lambda b, g, x, y, z: (b.mul(g, y), b.mul(g, x)),
-    "div": lambda b, g, x, y, z: (b.div(g, y), b.neg(b.div(b.mul(g, z), y))),
+    "add": lambda b, g, x, y: (g, g),
+    "sub": lambda b, g, x, y: (g, b.neg(g)),
+    "mul": lambda b, g, x, y: (b.mul(g, y), b.mul(g, x)),
+    "div": lambda b, g, x, y: (b.div(g, y), b.neg(b.div(b.mul(g, b.div(x, y)), y))),
 }
+NO_INPUTS = {"add", "sub"}
 
 
 def _binary_grad(fn, broadcast: bool):
-    def rule(ctx, p, g, x, y, z):
+    def rule(ctx, p, g, x=None, y=None):
         b = ctx.b
         if broadcast:
-            xs, ys = b.broadcast_to(x, z.shape), b.broadcast_to(y, z.shape)
-            gx, gy = fn(b, g, xs, ys, z)
-            return [unbroadcast(b, gx, x.shape), unbroadcast(b, gy, y.shape)]
-        return list(fn(b, g, x, y, z))
+            xshape, yshape = (tuple(s) for s in ctx.fwd_in_shapes[:2])
+            if x is not None:
+                x, y = b.broadcast_to(x, g.shape), b.broadcast_to(y, g.shape)
+            gx, gy = fn(b, g, x, y)
+            return [unbroadcast(b, gx, xshape), unbroadcast(b, gy, yshape)]
+        return list(fn(b, g, x, y))
     return rule
+
+
+def _binary_reads(short: str) -> tuple[str, ...]:
+    return ("ograd0",) if short in NO_INPUTS else ("ograd0", "in0", "in1")
 
 
 for _name in BINARY:
     if _short(_name) in BINGRADS:
-        differentiable(OPS[_name], ("ograd0", "in0", "in1", "out0"))(_binary_grad(BINGRADS[_short(_name)], False))
+        differentiable(OPS[_name], _binary_reads(_short(_name)))(_binary_grad(BINGRADS[_short(_name)], False))
 for _name in BROADCAST:
     if _short(_name) in BINGRADS:
-        differentiable(OPS[_name], ("ograd0", "in0", "in1", "out0"))(_binary_grad(BINGRADS[_short(_name)], True))
+        differentiable(OPS[_name], _binary_reads(_short(_name)))(_binary_grad(BINGRADS[_short(_name)], True))
 
 
 @differentiable(OPS["ElementWiseSum"], lambda p: ["ograd0"])
@@ -505,11 +514,11 @@ for _name, (_reads, _fn) in UNARY_GRADS.items():
 
 # ---- binary (same shape and broadcast), continuing BINGRADS; zero-gradient ops read nothing
 BINGRADS.update({
-    "mod": lambda b, g, x, y, z: (g, b.neg(b.mul(g, b.unary("floor", b.div(x, y))))),
-    "power": lambda b, g, x, y, z: (b.mul(g, b.mul(y, b.pow(x, b.sub(y, 1.0)))), b.mul(g, b.mul(z, b.log(x)))),
-    "maximum": lambda b, g, x, y, z: (_mask(b, b.compare(x, y, "GE"), g), _mask(b, b.compare(x, y, "LT"), g)),
-    "minimum": lambda b, g, x, y, z: (_mask(b, b.compare(x, y, "LE"), g), _mask(b, b.compare(x, y, "GT"), g)),
-    "hypot": lambda b, g, x, y, z: (b.mul(g, b.div(x, z)), b.mul(g, b.div(y, z))),
+    "mod": lambda b, g, x, y: (g, b.neg(b.mul(g, b.unary("floor", b.div(x, y))))),
+    "power": lambda b, g, x, y: (b.mul(g, b.mul(y, b.pow(x, b.sub(y, 1.0)))), b.mul(g, b.mul(b.pow(x, y), b.log(x)))),
+    "maximum": lambda b, g, x, y: (_mask(b, b.compare(x, y, "GE"), g), _mask(b, b.compare(x, y, "LT"), g)),
+    "minimum": lambda b, g, x, y: (_mask(b, b.compare(x, y, "LE"), g), _mask(b, b.compare(x, y, "GT"), g)),
+    "hypot": lambda b, g, x, y: (b.mul(g, b.div(x, BINOPS["hypot"](b, x, y))), b.mul(g, b.div(y, BINOPS["hypot"](b, x, y)))),
 })
 ZERO_GRAD_BINOPS = {"equal", "not_equal", "greater", "greater_equal", "lesser", "lesser_equal",
                     "logical_and", "logical_or"}
@@ -527,7 +536,7 @@ for _name, _bc in [(n, False) for n in BINARY] + [(n, True) for n in BROADCAST]:
     if _s in ZERO_GRAD_BINOPS:
         differentiable(OPS[_name], ())(_no_grad(2))
     else:
-        differentiable(OPS[_name], ("ograd0", "in0", "in1", "out0"))(_binary_grad(BINGRADS[_s], _bc))
+        differentiable(OPS[_name], _binary_reads(_s))(_binary_grad(BINGRADS[_s], _bc))
 
 # ---- scalar ops: op -> (forward values read, fn(b, g, *values, s)); None: zero gradient
 SCALAR_GRADS = {

@@ -36,6 +36,9 @@ class GradientGraph:
         return IndexedGraph(self.heads)
 
 
+# (op, input position) read for its shape only: head-gradient and zero helper nodes
+SHAPE_ONLY = {("_identity_with_attr_like_rhs", 1), ("zeros_like", 0)}
+
 _ZERO = object()   # a gradient contribution known to be zero (nnvm's zero_ops)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..base import AotexecError
 from ..ops.registry import train_mode_matters
 from ..passes.infer import Typing, infer_dtypes, infer_shapes
+from ..passes.mirror import resolve as resolve_mirror
 from ..ops.rules import known
 from .context import Context, current_context
 from .ndarray import NDArray, array as nd_array, zeros as nd_zeros
@@ -29,9 +30,11 @@ HEAD_GRAD_REQUIRED = ("Check failed: i < head_grads.size() && !head_grads[i].is_
                       "pass it through the make_loss symbol.")
 
 
-def compile_provider(cpu: str = "host", mirror: bool | None = None) -> ProgramProvider:
-    """Compile on demand through the cache; ``mirror`` recomputes cheap activations in backward
-    (default: the MXNET_BACKWARD_DO_MIRROR environment variable)."""
+def compile_provider(cpu: str = "host", mirror: bool | str | None = None) -> ProgramProvider:
+    """Compile on demand through the cache; ``mirror`` is the recomputation policy of
+    ``passes.mirror`` (None: MXNET_BACKWARD_DO_MIRROR=1 asks for MXNet's, else ``auto``)."""
+    policy = resolve_mirror(mirror)
+
     def provide(symbol, typing: Typing, modes: Sequence[str], ctx: Context, reqs: dict,
                 monitor: str | None = None) -> Program:
         try:
@@ -41,10 +44,11 @@ def compile_provider(cpu: str = "host", mirror: bool | None = None) -> ProgramPr
                 "binding a symbol needs the IREE compiler (pip install 'aotexec[compiler]'), "
                 f"which is not installed ({e}); a runtime-only install runs compiled artifacts "
                 "through ax.load(path).bind(...)") from None
-        mir = build.mirror_from_env() if mirror is None else mirror
+        # the traced build keeps MXNet's node sequence: no mirror nodes in the monitor's view
         vmfb, spec = build.compile_program(symbol, typing, modes, build.options_for(ctx, cpu=cpu), reqs=reqs,
-                                           mirror=mir and not monitor, monitor=monitor)
+                                           mirror="none" if monitor else policy, monitor=monitor)
         return Program(ctx, vmfb, spec, traced=monitor is not None)
+    provide.mirror = policy
     return provide
 
 
@@ -136,7 +140,8 @@ class Executor:
         self._monitor: tuple[Callable, str] | None = None
         from .device import Device
         self._device = Device.get(ctx)
-        self._arenas: dict = {}
+        self._arena_buf = None            # one transient arena for all of this executor's calls
+        self._arena_bytes = 0
         self._rng_buf: NDArray | None = None
         self._residual_bufs: dict = {}
         # programs compile (or come from the cache) on first use: a training executor never
@@ -259,11 +264,25 @@ class Executor:
             self._device.copy(view, dst)
 
     def _arena(self, prog: Program, fn: str):
-        key = (id(prog), fn)
-        arena = self._arenas.get(key)
-        if arena is None:
-            arena = self._arenas[key] = self._device.allocate_arena(prog.transients_size(fn))
-        return arena
+        """The executor's transient arena, grown to the largest function it has called.
+
+        Calls are synchronous and never overlap, so forward_train, backward and the
+        inference build share one buffer: the executor holds max(arenas), not their sum."""
+        need = prog.transients_size(fn)
+        if self._arena_buf is None or need > self._arena_bytes:
+            self._arena_buf, self._arena_bytes = self._device.allocate_arena(need), max(need, 64)
+        return self._arena_buf
+
+    def memory_usage(self) -> dict[str, int]:
+        """Device bytes this executor holds now: its arrays (arguments, gradients, aux states,
+        outputs), the activations saved between forward and backward, and the transient arena
+        the compiled functions share (IREE's plan of their intermediates)."""
+        def size(a) -> int:
+            return 0 if a is None else int(np.prod(a.shape, dtype=np.int64)) * np.dtype(a.dtype).itemsize
+        arrays = sum(map(size, [*self.arg_dict.values(), *self.grad_dict.values(), *self.aux_dict.values(),
+                               *self.outputs]))
+        saved = sum(v.byte_length for views in self._residual_bufs.values() for v in views)
+        return {"arrays": arrays, "saved_activations": saved, "transient_arena": self._arena_bytes}
 
     def _residual_targets(self, prog: Program, fn: str) -> list:
         """Buffers, owned by this executor, for the activations forward_train saves for backward."""
@@ -424,7 +443,7 @@ class Executor:
     def debug_str(self) -> str:
         """The execution plan in MXNet's format, ending with ``Total N MB allocated``."""
         from ..debug_str import render
-        return render(self._symbol, self._typing, self._wrt)
+        return render(self._symbol, self._typing, self._wrt, getattr(self._provider, "mirror", None))
 
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} on {self._ctx}>"

@@ -29,7 +29,8 @@ class PlacedExecutor(Executor):
         if plan is None:
             from .. import build
             if train:
-                tp = build.training_plan(self._symbol, self._typing, self._grad_req)
+                tp = build.training_plan(self._symbol, self._typing, self._grad_req,
+                                          getattr(self._provider, "mirror", None))
                 heads, typing, gg = tp.gg.heads, tp.typing, tp.gg
             else:
                 heads, typing, gg = list(self._symbol._outputs), self._typing, None
