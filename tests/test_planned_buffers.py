@@ -50,3 +50,24 @@ def test_steady_state_calls_allocate_nothing(ctx):
     np.testing.assert_allclose(ex.forward(is_train=False, data=x)[0].asnumpy(),
                                ref.forward(is_train=False, data=x)[0].asnumpy(), rtol=1e-5, atol=1e-6)
     assert out[0] is ex.outputs[0]
+
+
+@pytest.mark.parametrize("ctx", CONTEXTS)
+def test_functions_share_one_transient_arena(ctx):
+    """forward_train and backward never overlap: the executor holds the larger arena, not both."""
+    net = _net()
+    req = {n: ("null" if n in ("data", "softmax_label") else "write") for n in net.list_arguments()}
+    ex = net.simple_bind(ctx, grad_req=req, data=(4, 2, 5, 5))
+    before = ex.memory_usage()
+    assert before["transient_arena"] == 0 and before["saved_activations"] == 0
+    ex.forward(is_train=True, data=np.ones((4, 2, 5, 5), np.float32))
+    ex.backward()
+    prog = ex._program(("forward_train", "backward"))
+    sizes = [prog.transients_size(fn) for fn in ("forward_train", "backward")]
+    usage = ex.memory_usage()
+    assert usage["transient_arena"] == max(max(sizes), 64)
+    res = [n for n, _ in zip(prog.entry("forward_train").outputs, prog.entry("forward_train").output_shapes)
+           if n.startswith("res:")]
+    assert res and usage["saved_activations"] >= 4 * 4 * 4 * 5 * 5   # at least the conv output is saved
+    n_args = sum(int(np.prod(a.shape)) for a in ex.arg_arrays) * 4
+    assert usage["arrays"] > n_args                                   # plus gradients, aux states, outputs
