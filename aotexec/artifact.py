@@ -3,7 +3,8 @@
 Layout::
 
     manifest.json      format version, versions, targets (file + sha256 + CPU record),
-                       entry points (argument/result names, shapes, dtypes)
+                       per shape variant: entry points (argument/result names, shapes,
+                       dtypes) and, for a training artifact, the grad_req it was built for
     symbol.json        the MXNet symbol
     <target>.vmfb      one IREE module per target
     params.npz         optional; numpy archive read with allow_pickle=False
@@ -60,15 +61,19 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
     ``shapes`` is one dict of input shapes or a list of them: each is a *variant*
     (e.g. batch 1 and batch 16), so ``Executor.reshape`` between them works in a
     runtime-only deployment.
+
+    ``grad_req`` other than 'null' (a str for every argument, or a dict by argument, as in
+    ``simple_bind``) adds the training entry points (forward_train, backward, train_step)
+    for exactly that grad_req: a runtime-only install then runs training steps too.
     """
     from . import build
     from .compiler import CompileOptions, compiler_version, resolve_cpu
     from .runtime.executor import bind_typing
     from .util import shape_from_user
 
-    if grad_req != "null":
-        raise AotexecError("artifacts hold inference entry points only for now (grad_req='null'); "
-                           "training entry points come with a later format version")
+    from .runtime.executor import normalize_grad_req
+    reqs = normalize_grad_req(grad_req, symbol.list_arguments())
+    train = any(r != "null" for r in reqs.values())
     variants_in = [shapes] if isinstance(shapes, dict) else list(shapes)
     if not variants_in:
         raise AotexecError("give the input shapes of at least one variant")
@@ -101,17 +106,18 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
                         {n: np.dtype(d) for n, d in (dtypes or {}).items()})
         g = typing.graph
         from .ops.registry import train_mode_matters
-        modes = ["forward_infer"] + (["forward_train"] if train_mode_matters(g.nodes) else [])
+        modes = ["forward_infer"] + (["forward_train", "backward", "train_step"] if train else
+                                     ["forward_train"] if train_mode_matters(g.nodes) else [])
         variant: dict[str, Any] = {
             "shapes": {n.name: list(typing.node_shape(n)) for n in g.variables()},
             "dtypes": {n.name: typing.node_dtype(n).name for n in g.variables()},
-            "entry_points": None, "files": {}}
+            "grad_req": reqs if train else None, "entry_points": None, "files": {}}
         for target in targets:
             opts = CompileOptions(target=target, cpu=cpu, cuda_arch=cuda_arch)
             if progress:
                 progress(f"compiling {target}" + (f" (cpu={cpu})" if target == "llvm-cpu" else "")
                          + (f" for {v}" if len(variants_in) > 1 else ""))
-            vmfb, spec = build.compile_program(symbol, typing, modes, opts)
+            vmfb, spec = build.compile_program(symbol, typing, modes, opts, reqs=reqs if train else None)
             fname = TARGET_FILES[target] if k == 0 else TARGET_FILES[target].replace(".vmfb", f".v{k}.vmfb")
             (out_dir / fname).write_bytes(vmfb)
             variant["files"][target] = {"file": fname, "sha256": hashlib.sha256(vmfb).hexdigest(),
@@ -218,11 +224,23 @@ class Artifact:
             raise AotexecError(f"artifact {self.path} has no variant compiled for shapes "
                                f"{ {n: s for n, s in want.items() if n in self._data_names()} }; it has: {have}. "
                                "Recompile with aotexec compile --shape ... (repeat --shape for several variants)")
+        built = self.variants[k].get("grad_req")
         for m in modes:
             if m not in self.specs[k].entries:
                 raise AotexecError(f"artifact {self.path} has no '{m}' entry point (it has "
-                                   f"{', '.join(self.specs[k].entries)}); artifacts hold inference builds")
+                                   f"{', '.join(self.specs[k].entries)}); compile it with a grad_req "
+                                   "(aotexec compile --grad-req write) to run training steps from it")
+        if any(m in ("backward", "train_step") for m in modes) and reqs != built:
+            diff = {n: f"{(reqs or {}).get(n)} (compiled: {(built or {}).get(n)})" for n in sorted(set(reqs or {}) |
+                    set(built or {})) if (reqs or {}).get(n) != (built or {}).get(n)}
+            raise AotexecError(f"artifact {self.path} was compiled for another grad_req: {diff}; bind with the "
+                               "grad_req it was compiled for (the default) or recompile")
         return self.program(ctx, k)
+
+    @property
+    def grad_req(self) -> dict[str, str] | None:
+        """The grad_req the training entry points were compiled for (None: inference only)."""
+        return self.variants[0].get("grad_req")
 
     def _data_names(self) -> set[str]:
         """Inputs whose shapes differ between variants, or all inputs that are not parameters."""
@@ -230,30 +248,45 @@ class Artifact:
         varying = {n for n in names if len({self.variant_shapes(k).get(n) for k in range(len(self.variants))}) > 1}
         return varying or (names - set(self.arg_params) - set(self.aux_params))
 
-    def simple_bind(self, ctx: Context | None = None, grad_req: str = "null", **shapes) -> Any:
-        """An Executor at one of the artifact's variants, with its parameters loaded."""
+    def _check_grad_req(self, grad_req) -> Any:
+        """The grad_req to bind with: the compiled one by default; 'null' always works."""
+        if grad_req is None:
+            return self.grad_req or "null"
+        if grad_req != "null" and not self.grad_req:
+            raise AotexecError("this artifact has inference entry points only; bind with grad_req='null' "
+                               "or recompile with a grad_req (aotexec compile --grad-req write)")
+        return grad_req
+
+    def simple_bind(self, ctx: Context | None = None, grad_req=None, **shapes) -> Any:
+        """An Executor at one of the artifact's variants, with its parameters loaded.
+        ``grad_req`` defaults to what the training entry points were compiled for."""
         from .runtime.executor import simple_bind
-        if grad_req != "null":
-            raise AotexecError("this artifact has inference entry points only; bind with grad_req='null'")
+        grad_req = self._check_grad_req(grad_req)
         ctx = ctx or self.ctx or current_context()
         self.program(ctx)
         shapes = shapes or self.shapes
         dtypes = {k: np.dtype(v) for k, v in self.variants[0]["dtypes"].items()}
-        ex = simple_bind(self.symbol, ctx, grad_req="null", type_dict=dtypes, provider=self._provider, **shapes)
-        ex._program(("forward_infer",))   # loading is cheap: check shapes and target now
+        ex = simple_bind(self.symbol, ctx, grad_req=grad_req, type_dict=dtypes, provider=self._provider, **shapes)
+        self._check_bound(ex)
         ex.copy_params_from(self.arg_params, self.aux_params, allow_extra_params=True)
         return ex
 
-    def bind(self, ctx: Context | None = None, args=None, args_grad=None, grad_req="null", aux_states=None,
+    def bind(self, ctx: Context | None = None, args=None, args_grad=None, grad_req=None, aux_states=None,
              **kwargs) -> Any:
         from .runtime.executor import bind
-        if grad_req != "null" and args_grad is not None:
-            raise AotexecError("this artifact has inference entry points only; bind with grad_req='null'")
+        grad_req = self._check_grad_req(grad_req)
         ctx = ctx or self.ctx or current_context()
-        ex = bind(self.symbol, ctx, args, args_grad=None, grad_req="null", aux_states=aux_states,
+        ex = bind(self.symbol, ctx, args, args_grad=args_grad, grad_req=grad_req, aux_states=aux_states,
                   provider=self._provider)
-        ex._program(("forward_infer",))
+        self._check_bound(ex)
         return ex
+
+    @staticmethod
+    def _check_bound(ex) -> None:
+        """Loading is cheap: check shapes, target and grad_req at bind, not at the first step."""
+        ex._program(("forward_infer",))
+        if ex._wrt:
+            ex._program(("forward_train", "backward"))
 
     def __repr__(self) -> str:
         return f"<Artifact {self.manifest.get('name')} at {self.path} targets={self.targets}>"

@@ -84,6 +84,9 @@ def compile(
     cpu: str = typer.Option("host", "--cpu", help="llvm-cpu target CPU: host (fast, not portable), x86-64-v3, generic..."),
     cuda_arch: str = typer.Option("sm_80", "--cuda-arch", help="CUDA target (sm_80 runs on Ampere and newer)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="artifact directory (default artifacts/<symbol name>)"),
+    grad_req: str = typer.Option("null", "--grad-req", help="null (inference only) | write | add: also build the "
+                                 "training entry points, with this grad_req for the parameters (the inputs given "
+                                 "by --shape and *label arguments get null)"),
 ) -> None:
     """Compile SYMBOL_JSON into a deployable artifact directory."""
     import aotexec as ax
@@ -96,8 +99,13 @@ def compile(
     dtypes = _pairs(dtype, "--dtype")
     stem = symbol_json.name.removesuffix(".json").removesuffix("-symbol")
     out = out or Path("artifacts") / stem
+    if grad_req not in ("null", "write", "add"):
+        _fail(f"--grad-req must be null, write or add, got {grad_req!r}")
+    inputs = {n for v in shapes for n in v}
+    reqs = {n: ("null" if n in inputs or n.endswith("label") else grad_req) for n in sym.list_arguments()}
     t0 = time.perf_counter()
     art = ax.compile(sym, shapes, dtypes=dtypes, targets=tuple(target), params=str(params) if params else None,
+                     grad_req=reqs,
                      out=out, cpu=cpu, cuda_arch=cuda_arch, name=out.name,
                      progress=lambda msg: typer.echo(f"  {msg} ...", err=True))
     typer.echo(f"wrote {art.path} in {time.perf_counter() - t0:.2f} s")
@@ -121,6 +129,10 @@ def _print_summary(art) -> None:
             typer.echo(f"  target {t:13s} {rec['file']:22s} {rec['bytes']:>10,d} bytes{extra}")
     if m.get("params"):
         typer.echo(f"  params        {m['params']['file']} ({len(m['params']['names'])} arrays)")
+    if art.grad_req:
+        trained = [n for n, r in art.grad_req.items() if r != "null"]
+        typer.echo(f"  training      grad_req {sorted(set(art.grad_req[n] for n in trained))} for {len(trained)} "
+                   f"arguments: {', '.join(trained)}")
 
 
 @app.command()
@@ -223,13 +235,15 @@ def bench(
     report: dict = {"source": str(source), "device": str(ctx())}
     t0 = time.perf_counter()
     if source.is_dir():
-        if train:
-            _fail("--train needs a symbol: artifacts hold inference entry points only")
         if shape:
             _fail("an artifact has fixed shapes; drop --shape")
         art = ax.load(source, ctx=ctx())
+        if train and not art.grad_req:
+            _fail(f"--train needs training entry points: {source} was compiled without --grad-req")
         t1 = time.perf_counter()
-        execs = {"infer": art.simple_bind(ctx())}
+        execs = {"infer": art.simple_bind(ctx(), grad_req="null")}
+        if train:
+            execs["train"] = art.simple_bind(ctx())
         report["load_s"] = t1 - t0
         given = set(art.arg_params) | set(art.aux_params)
     else:

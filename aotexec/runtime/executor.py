@@ -52,7 +52,7 @@ def compile_provider(cpu: str = "host", mirror: bool | str | None = None) -> Pro
     return provide
 
 
-def _normalize_grad_req(grad_req, arg_names: list[str]) -> dict[str, str]:
+def normalize_grad_req(grad_req, arg_names: list[str]) -> dict[str, str]:
     if isinstance(grad_req, str):
         reqs = {n: grad_req for n in arg_names}
     elif isinstance(grad_req, (list, tuple)):
@@ -490,7 +490,7 @@ def bind(symbol, ctx: Context | None, args, args_grad=None, grad_req="write", au
     shapes = {n: a.shape for n, a in {**arg_arrays, **aux_arrays}.items()}
     dtypes = {n: np.dtype(a.dtype) for n, a in {**arg_arrays, **aux_arrays}.items()}
     typing = bind_typing(symbol, shapes, dtypes)
-    reqs = _normalize_grad_req(grad_req, arg_names)
+    reqs = normalize_grad_req(grad_req, arg_names)
     grads = _arrays(args_grad, arg_names, ctx, "args_grad", required=False)
     for n in arg_names:
         if grads[n] is None:
@@ -513,7 +513,7 @@ def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, g
     typing = bind_typing(symbol, shapes, dtypes)
     g = typing.graph
     arg_names = symbol.list_arguments()
-    reqs = _normalize_grad_req(grad_req, arg_names)
+    reqs = normalize_grad_req(grad_req, arg_names)
 
     shared_names = set(shared_arg_names or ())
 
