@@ -23,6 +23,7 @@ import numpy as np
 
 from .compiler import CompileOptions, compile_mlir, verify_mlir
 from .graph import Entry, IndexedGraph
+from .lowering import layout
 from .lowering.module import lower_function, module_text, uses_rng
 from .passes.gradient import SHAPE_ONLY, GradientGraph, build_gradient_graph
 from .passes.mirror import mirrored_typing, resolve
@@ -82,31 +83,44 @@ def saved_activation_bytes(symbol, typing: Typing, reqs: dict[str, str], mirror:
 
 
 def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: bool = False,
-         output_args: bool = False) -> EntryPoint:
+         output_args: bool = False, lay: layout.Layouts | None = None, physical_inputs=(),
+         physical_outputs=()) -> EntryPoint:
+    """The signature; residuals stored channels-last (``lay``) have their physical shapes."""
     def es(x):
         return Entry(x) if not isinstance(x, Entry) else x
+
+    def shape(e: Entry, phys: bool) -> list[int]:
+        return list(layout.physical(typing.shape_of(e), phys and lay is not None and lay.of(e.node, e.index)))
     extra = ([[2]], ["uint64"]) if rng else ([], [])
     return EntryPoint(name=name, inputs=list(in_names) + (["rng"] if rng else []),
-                      input_shapes=[list(typing.shape_of(es(i))) for i in inputs] + extra[0],
+                      input_shapes=[shape(es(x), k in physical_inputs) for k, x in enumerate(inputs)] + extra[0],
                       input_dtypes=[np.dtype(typing.dtype_of(es(i))).name for i in inputs] + extra[1],
                       outputs=list(out_names),
-                      output_shapes=[list(typing.shape_of(o)) for o in outputs],
+                      output_shapes=[shape(o, k in physical_outputs) for k, o in enumerate(outputs)],
                       output_dtypes=[np.dtype(typing.dtype_of(o)).name for o in outputs],
                       output_args=output_args)
 
 
 def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, str] | None = None,
-                 mirror: bool | str | None = "none", monitor: str | None = None) -> tuple[str, ProgramSpec]:
-    """MLIR text holding one function per mode, and the signature of each."""
+                 mirror: bool | str | None = "none", monitor: str | None = None,
+                 channels_last: bool = False) -> tuple[str, ProgramSpec]:
+    """MLIR text holding one function per mode, and the signature of each.
+
+    ``channels_last``: 2-D convolution nets run NHWC between convolutions (lowering/layout.py);
+    only for llvm-cpu, where it was measured (IREE 3.13's Vulkan backend miscompiled a LeNet
+    data gradient in that form)."""
     planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph
+    channels_last = channels_last and planned and layout.enabled()
+    fwd_lay = layout.assign(g, typing.shape_of) if channels_last else None
     variables = g.arguments() + g.aux_states()
     var_names = [n.name for n in variables]
     heads = symbol._outputs
     spec = ProgramSpec()
     funcs = []
     if "forward_infer" in modes:
-        funcs.append(lower_function("forward_infer", typing, variables, heads, monitor=monitor, output_args=planned))
+        funcs.append(lower_function("forward_infer", typing, variables, heads, monitor=monitor, output_args=planned,
+                                    layouts=fwd_lay))
         spec.entries["forward_infer"] = _sig("forward_infer", typing, variables, var_names, heads,
                                              [e.name for e in heads], output_args=planned)
     for mode in ("steps_infer", "steps_train"):
@@ -121,6 +135,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
         plan = training_plan(symbol, typing, reqs or {}, mirror)
         t = plan.typing
         full = t.graph
+        lay = layout.assign(full, t.shape_of) if channels_last else None
         fvars = [full.nodes[full.nid(n)] for n in variables]          # same Node objects
         out_names = [e.name for e in heads]
         res_names = [f"res:{e.name}" for e in plan.residuals]
@@ -133,26 +148,29 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
         old_names = [f"old_grad:{n}" for n in plan.add]   # extra inputs, typed like the gradient
         if "forward_train" in train:
             outs = list(heads) + plan.residuals
+            kept = range(len(heads), len(outs))          # residuals stay in their (channels-last) layout
             funcs.append(lower_function("forward_train", t, fvars, outs, is_train=True, monitor=monitor,
-                                        output_args=planned))
+                                        output_args=planned, layouts=lay, physical_outputs=kept))
             spec.entries["forward_train"] = _sig("forward_train", t, fvars, var_names, outs, out_names + res_names,
-                                                 rng=uses_rng(t, outs, fvars, True), output_args=planned)
+                                                 rng=uses_rng(t, outs, fvars, True), output_args=planned,
+                                                 lay=lay, physical_outputs=kept)
         if "backward" in train:
             ins = list(fvars) + plan.residuals + hg_vars
             outs = grad_entries + aux_entries
             add_to = [plan.wrt.index(n) for n in plan.add]
             funcs.append(lower_function("backward", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor,
-                                        output_args=planned))
+                                        output_args=planned, layouts=lay))
             spec.entries["backward"] = _sig("backward", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                             var_names + res_names + hg_names + old_names,
                                             outs, grad_names + aux_names, rng=uses_rng(t, outs, ins, True),
-                                            output_args=planned)
+                                            output_args=planned, lay=lay,
+                                            physical_inputs=range(len(fvars), len(fvars) + len(plan.residuals)))
         if "train_step" in train:
             ins = list(fvars) + hg_vars
             outs = list(heads) + grad_entries + aux_entries
             add_to = [len(heads) + plan.wrt.index(n) for n in plan.add]
             funcs.append(lower_function("train_step", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor,
-                                        output_args=planned))
+                                        output_args=planned, layouts=lay))
             spec.entries["train_step"] = _sig("train_step", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                               var_names + hg_names + old_names, outs,
                                               out_names + grad_names + aux_names, rng=uses_rng(t, outs, ins, True),
@@ -179,7 +197,7 @@ def program_key(symbol_json: str, shapes: dict, dtypes: dict, modes: Sequence[st
                 reqs: dict[str, str] | None, mirror: bool | str | None, monitor: str | None = None) -> str:
     doc = json.dumps([symbol_json, sorted((k, list(v)) for k, v in shapes.items()),
                       sorted((k, np.dtype(v).name) for k, v in dtypes.items()), list(modes), repr(opts),
-                      sorted((reqs or {}).items()), mirror, monitor])
+                      sorted((reqs or {}).items()), mirror, monitor, layout.enabled()])
     return hashlib.sha256(doc.encode()).hexdigest()
 
 
@@ -203,7 +221,7 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
         return hit
     stats["misses"] += 1
     check_target_dtypes(typing, opts.target)
-    text, spec = entry_points(symbol, typing, modes, reqs, mirror, monitor)
+    text, spec = entry_points(symbol, typing, modes, reqs, mirror, monitor, channels_last=opts.target == "llvm-cpu")
     verify_mlir(text)
     vmfb = compile_mlir(text, opts, use_cache=use_cache)
     if memo:

@@ -57,14 +57,24 @@ class Value:
         return len(self.shape)
 
 
+# pure data movement: a chain of these from a function argument may move to the prologue
+LAYOUT_OPS = {"stablehlo.transpose", "stablehlo.reverse", "stablehlo.reshape"}
+
+
 class Emitter:
     """Appends generic-form ops to a function body."""
 
     def __init__(self, indent: str = "    "):
-        self.lines: list[str] = []
+        self.lines: list[str | None] = []
+        self.prologue: list[str] = []       # ops moved to the top of the function (see fence)
         self.indent = indent
         self.loc = "aotexec"
         self._n = 0
+        self._layout_of_arg: dict[str, list[int]] = {}   # value -> lines of its layout chain from an argument
+
+    def body(self) -> list[str]:
+        """The function body: the prologue, then the ops in emission order."""
+        return self.prologue + [ln for ln in self.lines if ln is not None]
 
     def fresh(self, prefix: str = "v") -> str:
         self._n += 1
@@ -84,6 +94,10 @@ class Emitter:
         region_text = f" ({region})" if region else ""
         self.lines.append(f'{self.indent}{lhs} = "{name}"({args}){region_text}{attr_text} : '
                           f'({in_types}) -> {out_types} loc("{self.loc}")')
+        if name in LAYOUT_OPS and results == 1:
+            src = operands[0].name
+            if src.startswith("%arg") or src in self._layout_of_arg:
+                self._layout_of_arg[base] = self._layout_of_arg.get(src, []) + [len(self.lines) - 1]
         if results == 1:
             return Value(base, tuple(int(d) for d in shape), dtype)
         return [Value(f"{base}#{i}", tuple(int(d) for d in shape), dtype) for i in range(results)]
@@ -260,6 +274,40 @@ class Emitter:
                  f"batch_group_count = 1 : i64")
         return self.op("stablehlo.convolution", [x, w], out_shape, x.dtype, attrs=attrs)
 
+    def barrier(self, v: Value) -> Value:
+        return self.op("stablehlo.optimization_barrier", [v], v.shape, v.dtype)
+
+    def fence(self, v: Value) -> Value:
+        """``v`` behind an optimization barrier (IREE 3.13 folds layout transposes into a
+        convolution's operands, giving the slow NCHW form, unless fenced).
+
+        A barrier ends one of IREE's execution regions, and IREE sums the regions' transient
+        memory (EmplaceTransients packs them with overlapping lifetimes), so a layout change
+        of a function argument (a weight) is fenced at the top of the function instead: all
+        those fences share one small region rather than splitting the function at each use."""
+        chain = self._layout_of_arg.get(v.name)
+        if chain is None:
+            return self.barrier(v)
+        for i in chain:
+            if self.lines[i] is not None:
+                self.prologue.append(self.lines[i])
+                self.lines[i] = None
+        body, self.lines = self.lines, self.prologue
+        try:
+            return self.op("stablehlo.optimization_barrier", [v], v.shape, v.dtype)
+        finally:
+            self.prologue, self.lines = self.lines, body
+
+    def conv_nhwc(self, x: Value, wt: Value, out_shape, stride, pad, lhs_dilation=(1, 1), rhs_dilation=(1, 1),
+                  groups: int = 1) -> Value:
+        """A 2-D convolution of channels-last ``x`` (N, H, W, C) with ``wt`` (KH, KW, C/groups, O)."""
+        pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
+        attrs = (f"dimension_numbers = #stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]>, "
+                 f"window_strides = {_array(stride)}, padding = dense<{pads}> : tensor<2x2xi64>, "
+                 f"lhs_dilation = {_array(lhs_dilation)}, rhs_dilation = {_array(rhs_dilation)}, "
+                 f"feature_group_count = {groups} : i64, batch_group_count = 1 : i64")
+        return self.op("stablehlo.convolution", [x, wt], out_shape, x.dtype, attrs=attrs)
+
     def _conv_nhwc(self, x: Value, w: Value, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups) -> Value:
         """A 2-D NCHW convolution computed channels-last (NHWC x HWIO).
 
@@ -267,20 +315,13 @@ class Emitter:
         channels-last 13-70x faster (benchmarks/conv_layout.py), but only when the layout
         transposes are fenced with optimization barriers; unfenced, IREE folds them back.
         """
-        def fence(v: Value) -> Value:
-            return self.op("stablehlo.optimization_barrier", [v], v.shape, v.dtype)
         if x.shape[1] <= 4 and groups == 1 and all(d == 1 for d in lhs_dilation):
             return self._conv_im2col(x, w, out_shape, stride, pad, rhs_dilation)
-        xt = fence(self.transpose(x, (0, 2, 3, 1)))
-        wt = fence(self.transpose(w, (2, 3, 1, 0)))
+        xt = self.barrier(self.transpose(x, (0, 2, 3, 1)))
+        wt = self.barrier(self.transpose(w, (2, 3, 1, 0)))
         n, c, h, wd = out_shape
-        pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
-        attrs = (f"dimension_numbers = #stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]>, "
-                 f"window_strides = {_array(stride)}, padding = dense<{pads}> : tensor<2x2xi64>, "
-                 f"lhs_dilation = {_array(lhs_dilation)}, rhs_dilation = {_array(rhs_dilation)}, "
-                 f"feature_group_count = {groups} : i64, batch_group_count = 1 : i64")
-        y = self.op("stablehlo.convolution", [xt, wt], (n, h, wd, c), x.dtype, attrs=attrs)
-        return self.transpose(fence(y), (0, 3, 1, 2))
+        y = self.conv_nhwc(xt, wt, (n, h, wd, c), stride, pad, lhs_dilation, rhs_dilation, groups)
+        return self.transpose(self.barrier(y), (0, 3, 1, 2))
 
     def im2col(self, x: Value, kernel: Sequence[int], stride: Sequence[int], pad: Sequence[tuple[int, int]],
                dilation: Sequence[int], out_hw: Sequence[int]) -> Value:

@@ -15,6 +15,7 @@ from ..base import AotexecError
 from ..graph import Entry, IndexedGraph, Node
 from ..passes.gradient import SHAPE_ONLY
 from ..passes.infer import Typing
+from . import layout
 from .emitter import Emitter, Value
 
 # inputs read only for their shape (never referenced in the emitted code)
@@ -38,10 +39,12 @@ class LowerCtx:
 
 
 def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_train: bool,
-               rng_state: Value | None = None) -> list[Value | None]:
+               rng_state: Value | None = None, params: Any = None,
+               out_shapes: list[tuple[int, ...]] | None = None) -> list[Value | None]:
+    """``params`` / ``out_shapes`` override the node's (channels-last lowering: physical shapes)."""
     g = typing.graph
     nid = g.nid(node)
-    out_shapes = [typing.shapes[i] for i in range(g.row_ptr[nid], g.row_ptr[nid + 1])]
+    out_shapes = out_shapes or [typing.shapes[i] for i in range(g.row_ptr[nid], g.row_ptr[nid + 1])]
     out_dtypes = [typing.dtypes[i] for i in range(g.row_ptr[nid], g.row_ptr[nid + 1])]
     if node.op.lower is None:
         raise AotexecError(f"Operator {node.op.name} has no StableHLO lowering yet (node '{node.name}'); "
@@ -56,7 +59,7 @@ def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_t
         ctx.fwd_out_shapes = [tuple(typing.node_shape(fwd, i)) for i in range(fwd.num_outputs)]
         ctx.is_train = True
     try:
-        res = node.op.lower(ctx, node.params, *inputs)
+        res = node.op.lower(ctx, node.params if params is None else params, *inputs)
     except AotexecError:
         raise
     except Exception as e:  # a rule bug: name the node, not a deep stack
@@ -106,9 +109,32 @@ def _trace(b: Emitter, key: str, v: Value) -> None:
     b.lines.append(f'{b.indent}flow.tensor.trace "{seq:06d}|{key}" = [{v.name} : {v.type}] loc("{b.loc}")')
 
 
+def lower_channels_last(b: Emitter, node: Node, rule: str, ins: list[Value], in_nhwc: list[bool],
+                        typing: Typing, is_train: bool, rng_state: Value | None, lay: layout.Layouts) -> list:
+    """``node`` lowered by its channels-last rule (``layout._decide`` chose it)."""
+    g = typing.graph
+    nid = g.nid(node)
+    logical = [typing.shapes[i] for i in range(g.row_ptr[nid], g.row_ptr[nid + 1])]
+    phys = [layout.physical(s, lay.of(node, k)) for k, s in enumerate(logical)]
+    p = node.params
+    b.loc = node.name
+    if rule == "conv":
+        return [layout.conv(b, p, ins[0], in_nhwc[0], ins[1], None if p.no_bias else ins[2], logical[0])]
+    if rule == "conv_grad":
+        return layout.conv_grad(b, p, ins[0], ins[1], in_nhwc[1], ins[2], logical[0])
+    if rule == "global_pool":
+        return [layout.global_pool(b, p, ins[0])] + [None] * (len(logical) - 1)
+    if rule == "global_pool_grad":
+        fwd = node.control_deps[0]
+        return [layout.global_pool_grad(b, p, ins[0], typing.shape_of(fwd.inputs[0]))]
+    params = layout.axis3(p) if rule == "axis3" else None
+    return lower_node(b, node, ins, typing, is_train, rng_state, params=params, out_shapes=phys)
+
+
 def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], outputs: Sequence[Entry],
                    is_train: bool = False, add_to: Sequence[int] = (), monitor: str | None = None,
-                   output_args: bool = False) -> str:
+                   output_args: bool = False, layouts: layout.Layouts | None = None,
+                   physical_outputs: Sequence[int] = ()) -> str:
     """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
 
     ``monitor`` ("outputs" | "all") adds ``flow.tensor.trace`` ops named as MXNet's
@@ -124,12 +150,23 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     extras, ``rng``, outputs, transients.
     """
     b = Emitter()
+    lay = layouts or layout.Layouts()
     values: dict[tuple[int, int], Value] = {}
+    nchw: dict[tuple[int, int], Value] = {}          # NCHW copies of channels-last values
+
+    def as_nchw(key: tuple[int, int], v: Value) -> Value:
+        if key not in lay.nhwc or v.name == "%unused":
+            return v
+        if key not in nchw:
+            nchw[key] = b.transpose(v, layout.TO_NCHW)
+        return nchw[key]
+
     params = []
     arg_values = []
     for i, inp in enumerate(inputs):
         e = Entry(inp) if isinstance(inp, Node) else inp
-        v = Value(f"%arg{i}", tuple(typing.shape_of(e)), np.dtype(typing.dtype_of(e)))
+        v = Value(f"%arg{i}", layout.physical(typing.shape_of(e), lay.of(e.node, e.index)),
+                  np.dtype(typing.dtype_of(e)))
         values[(id(e.node), e.index)] = v
         params.append(f"%arg{i}: {v.type}")
     for k, out_idx in enumerate(add_to):
@@ -162,7 +199,14 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                 if e.node.is_variable:
                     _trace(b, e.node.name, v)
                 _trace(b, monitor_input_name(node, pos), v)
-        res = lower_node(b, node, ins, typing, is_train, rng_state)
+        rule = lay.rules.get(id(node))
+        if rule is not None:
+            res = lower_channels_last(b, node, rule, ins, [lay.of(e.node, e.index) for e in node.inputs],
+                                      typing, is_train, rng_state, lay)
+        else:
+            b.loc = node.name
+            ins = [as_nchw((id(e.node), e.index), v) for e, v in zip(node.inputs, ins)]
+            res = lower_node(b, node, ins, typing, is_train, rng_state)
         if monitor:
             # one dispatch per node, like MXNet without op bulking; tracing a value that is
             # fused into its consumer miscompiles in IREE 3.13 (workgroup distribution error)
@@ -180,6 +224,9 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
         v = values.get((id(e.node), e.index))
         if v is None:
             raise AotexecError(f"entry point {name}: output {e.name} was not computed")
+        if i not in physical_outputs:
+            b.loc = e.node.name
+            v = as_nchw((id(e.node), e.index), v)
         if i in add_to:
             b.loc = e.node.name
             v = b.add(arg_values[list(add_to).index(i)], v)
@@ -192,7 +239,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                    f'({", ".join(v.type for v in results)}) -> () loc("{name}")')
     sig = ", ".join(params)
     rtypes = ", ".join(v.type for v in results)
-    return f"  func.func @{name}({sig}) -> ({rtypes}) {{\n" + "\n".join(b.lines) + "\n  }"
+    return f"  func.func @{name}({sig}) -> ({rtypes}) {{\n" + "\n".join(b.body()) + "\n  }"
 
 
 def _needed_nodes(outputs: Sequence[Entry], provided: dict[tuple[int, int], Value]) -> set[int]:

@@ -1,0 +1,205 @@
+"""Channels-last execution of 2-D convolution nets: which values are stored NHWC, and the
+channels-last lowering of the ops that produce or consume them.
+
+Why: IREE 3.13 runs NCHW convolutions 13-70x slower than NHWC ones, and folds a layout
+transpose next to a convolution back into it unless the transpose is fenced by an
+optimization barrier; every barrier splits the function into execution regions whose
+transient memory IREE sums. Keeping activations channels-last *between* convolutions
+removes those transposes and barriers: only the weights change layout, once, fenced at
+the top of the function (``Emitter.fence``).
+
+``assign`` decides, over the full graph in execution order, which entries are stored
+NHWC (physical shape (N, H, W, C) for logical (N, C, H, W)); the decision depends only on
+the graph, so forward_train and backward agree on the layout of the activations passed
+between them. A node whose channels-last rule does not apply reads NCHW values
+(``lower_function`` transposes NHWC inputs back) and produces NCHW ones: correctness
+never depends on a rule applying. Entry-point outputs the user sees are always NCHW.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..graph import IndexedGraph, Node
+from ..ops.registry import OPS
+from .emitter import Emitter, Value
+
+TO_NHWC = (0, 2, 3, 1)      # logical NCHW axes in physical order
+TO_NCHW = (0, 3, 1, 2)
+
+# elementwise ops over same-shape operands: layout-agnostic, so NHWC in, NHWC out
+# (canonical names: the registry resolves aliases such as ElementWiseSum -> add_n)
+ELEMENTWISE = {OPS[n].name for n in (
+    "Activation", "_backward_Activation", "relu", "sigmoid", "tanh", "_backward_relu", "_copy", "_backward__copy",
+    "negative", "elemwise_add", "elemwise_sub", "elemwise_mul", "_backward_elemwise_add", "_backward_elemwise_sub",
+    "_backward_elemwise_mul", "ElementWiseSum", "_backward_add_n", "_plus_scalar", "_minus_scalar", "_mul_scalar",
+    "_div_scalar", "_rminus_scalar", "_backward__plus_scalar", "_backward__minus_scalar", "_backward__mul_scalar",
+    "_backward__div_scalar", "_backward__rminus_scalar")}
+
+
+def enabled() -> bool:
+    """AOTEXEC_LAYOUT=nchw turns channels-last execution off (to compare, or to bisect a bug)."""
+    return os.environ.get("AOTEXEC_LAYOUT", "nhwc").lower() != "nchw"
+
+
+def physical(shape, nhwc: bool) -> tuple[int, ...]:
+    return tuple(shape[i] for i in TO_NHWC) if nhwc else tuple(shape)
+
+
+@dataclass
+class Layouts:
+    nhwc: set[tuple[int, int]] = field(default_factory=set)     # (id(node), output) stored channels-last
+    rules: dict[int, str] = field(default_factory=dict)         # id(node) -> channels-last rule applied
+
+    def of(self, node: Node, k: int) -> bool:
+        return (id(node), k) in self.nhwc
+
+
+def _conv2d(p) -> bool:
+    return len(p.kernel) == 2 and p.num_group == 1 and p.layout in (None, "NCHW")
+
+
+def _global_pool(p) -> bool:
+    return p.global_pool and len(p.kernel or (0, 0)) in (0, 2) and p.pool_type in ("avg", "sum")
+
+
+def _decide(node: Node, ins: list[bool], shapes: list, lay: Layouts) -> tuple[str, list[bool]] | None:
+    """(rule, which outputs are NHWC) when a channels-last rule applies to ``node``."""
+    name, p, n = node.op.name, node.params, node.num_outputs
+    four_d = [s is not None and len(s) == 4 for s in shapes]
+    if name == "Convolution" and _conv2d(p) and four_d[0]:
+        return "conv", [True] + [False] * (n - 1)
+    if name == "_backward_Convolution" and _conv2d(p) and ins[0]:
+        return "conv_grad", [ins[1]] + [False] * (n - 1)
+    if name == "BatchNorm" and four_d[0] and p.axis % 4 == 1 and ins[0]:
+        return "axis3", [True] + [False] * (n - 1)
+    if name == "_backward_BatchNorm" and p.axis % 4 == 1 and ins[0] and ins[1]:
+        return "axis3", [True] + [False] * (n - 1)
+    if name == "Pooling" and _global_pool(p) and ins[0]:
+        return "global_pool", [False] * n
+    if name == "_backward_Pooling" and _global_pool(p) and lay.of(node.control_deps[0].inputs[0].node,
+                                                                   node.control_deps[0].inputs[0].index):
+        return "global_pool_grad", [True] + [False] * (n - 1)
+    if name in ELEMENTWISE and ins and all(ins) and all(four_d):
+        return "elementwise", [True] * n
+    return None
+
+
+def assign(g: IndexedGraph, shape_of: Callable) -> Layouts:
+    """The channels-last entries of ``g`` (nodes in execution order); ``shape_of(entry)``
+    gives logical shapes."""
+    lay = Layouts()
+    for node in g.nodes:
+        if node.op is None:
+            continue
+        ins = [lay.of(e.node, e.index) for e in node.inputs]
+        shapes = [shape_of(e) for e in node.inputs]
+        got = _decide(node, ins, shapes, lay)
+        if got is None:
+            continue
+        rule, outs = got
+        lay.rules[id(node)] = rule
+        lay.nhwc.update((id(node), k) for k, nhwc in enumerate(outs) if nhwc)
+    return lay
+
+
+# ------------------------------------------------------------------ rules
+def to_nhwc(b: Emitter, x: Value) -> Value:
+    """An NCHW value channels-last; fenced so IREE keeps the convolution in the fast form
+    (hoisted to the function's top when ``x`` is an argument, e.g. the data)."""
+    return b.fence(b.transpose(x, TO_NHWC))
+
+
+def _hwio(b: Emitter, w: Value) -> Value:
+    """OIHW weight -> HWIO, fenced at the top of the function."""
+    return b.fence(b.transpose(w, (2, 3, 1, 0)))
+
+
+def conv(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | None, out_logical) -> Value:
+    """Convolution, NHWC out: im2col for few input channels, else a direct NHWC convolution."""
+    x = x if x_nhwc else to_nhwc(b, x)
+    n, o, oh, ow = out_logical
+    c = x.shape[3]
+    kernel, stride, dilate, pad = p.kernel, p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
+    if c <= 4:
+        cols = _offset_slices(b, b.pad(x, 0.0, (0, pad[0], pad[1], 0), (0, pad[0], pad[1], 0)),
+                              kernel, stride, dilate, (oh, ow))
+        patches = b.concatenate([b.reshape(s, (n, oh, ow, 1, c)) for s in cols], 3)
+        patches = b.reshape(patches, (n * oh * ow, len(cols) * c))
+        wm = b.reshape(b.transpose(w, (2, 3, 1, 0)), (len(cols) * c, o))       # rows (kh, kw, c)
+        y = b.reshape(b.dot_general(patches, wm, contract=([1], [0])), (n, oh, ow, o))
+    else:
+        y = b.conv_nhwc(x, _hwio(b, w), (n, oh, ow, o), stride, [(q, q) for q in pad], (1, 1), dilate)
+    if bias is not None:
+        y = b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
+    return y
+
+
+def _offset_slices(b: Emitter, xp: Value, kernel, stride, dilate, out_hw) -> list[Value]:
+    """For each kernel offset (i, j), row-major: the (N, OH, OW, C) window-corner slice of
+    the padded channels-last input."""
+    n, _, _, c = xp.shape
+    oh, ow = out_hw
+    out = []
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            h0, w0 = i * dilate[0], j * dilate[1]
+            out.append(b.slice(xp, (0, h0, w0, 0), (n, h0 + (oh - 1) * stride[0] + 1, w0 + (ow - 1) * stride[1] + 1, c),
+                               (1, stride[0], stride[1], 1)))
+    return out
+
+
+def conv_grad(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value, x_logical) -> list[Value]:
+    """[d data (NHWC when x is), d weight (OIHW), d bias] from an NHWC head gradient."""
+    xl = x if x_nhwc else to_nhwc(b, x)
+    n, h, wd, c = xl.shape
+    _, oh, ow, o = g.shape
+    kernel, stride, dilate, pad = p.kernel, p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
+    # data: g convolved (lhs-dilated by the stride) with the flipped weight, in/out swapped
+    wt = b.fence(b.transpose(b.reverse(w, [2, 3]), (2, 3, 0, 1)))              # (KH, KW, O, C)
+    pads = [(d * (k - 1) - q, xi - s * (gi - 1) - 1 + q)
+            for xi, gi, k, s, d, q in zip((h, wd), (oh, ow), kernel, stride, dilate, pad)]
+    pos = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    full = [xi + max(-lo, 0) + max(-hi, 0) for xi, (lo, hi) in zip((h, wd), pads)]
+    dx = b.conv_nhwc(g, wt, (n, full[0], full[1], c), (1, 1), pos, stride, dilate)
+    if pos != pads:
+        start = (0, max(-pads[0][0], 0), max(-pads[1][0], 0), 0)
+        dx = b.slice(dx, start, (n, start[1] + h, start[2] + wd, c))
+    if not x_nhwc:
+        dx = b.transpose(dx, TO_NCHW)
+    # weight: one (N*OH*OW)-contraction per kernel offset, of g with the offset's input slice
+    need = [(k - 1) * d + (gi - 1) * s + 1 for k, d, s, gi in zip(kernel, dilate, stride, (oh, ow))]
+    xp = b.pad(xl, 0.0, (0, pad[0], pad[1], 0),
+               (0, max(need[0] - pad[0] - h, 0), max(need[1] - pad[1] - wd, 0), 0))
+    parts = [b.reshape(b.dot_general(g, s, contract=([0, 1, 2], [0, 1, 2])), (o, c, 1))
+             for s in _offset_slices(b, xp, kernel, stride, dilate, (oh, ow))]
+    dw = b.reshape(b.concatenate(parts, 2), (o, c) + tuple(kernel))
+    out = [dx, dw]
+    if not p.no_bias:
+        # over the batch first, then space: reducing dims 0-2 at once fused with the weight
+        # contractions above into a dispatch IREE 3.13's llvm-cpu codegen rejects
+        out.append(b.reduce(b.reduce(g, [0], "add"), [0, 1], "add"))
+    return out
+
+
+def global_pool(b: Emitter, p, x: Value) -> Value:
+    """Global avg/sum pooling of NHWC ``x``: (N, C, 1, 1) is NHWC and NCHW at once."""
+    n, h, w, c = x.shape
+    y = b.reduce(x, [1, 2], "add")
+    if p.pool_type == "avg":
+        y = b.div(y, float(h * w))
+    return b.reshape(y, (n, c, 1, 1))
+
+
+def global_pool_grad(b: Emitter, p, g: Value, x_logical) -> Value:
+    n, c, h, w = x_logical
+    dx = b.broadcast_in_dim(b.reshape(g, (n, c)), (n, h, w, c), [0, 3])
+    return b.div(dx, float(h * w)) if p.pool_type == "avg" else dx
+
+
+def axis3(p):
+    """BatchNorm's params for a channels-last input: the channel axis is 3."""
+    return dataclasses.replace(p, axis=3)
+

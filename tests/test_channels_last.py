@@ -1,0 +1,87 @@
+"""Channels-last execution (lowering/layout.py): convolution nets computed NHWC between
+convolutions on llvm-cpu. Gradients against finite differences with the NHWC rules really
+in use, and the NHWC build against the NCHW one (AOTEXEC_LAYOUT=nchw)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aotexec as ax
+from aotexec import build
+from aotexec.lowering import layout
+from aotexec.runtime.executor import bind_typing
+from gradcheck import check_numeric_gradient
+
+S = ax.sym
+V = S.Variable
+CONVS = {   # name: (input shape, Convolution kwargs); covers im2col (C <= 4), strides, dilation, crops
+    "a": ((1, 6, 7, 6), dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=5)),
+    "b": ((2, 5, 8, 7), dict(kernel=(2, 2), dilate=(2, 2), num_filter=6, no_bias=True)),
+    "c": ((1, 6, 5, 6), dict(kernel=(1, 1), pad=(1, 1), stride=(2, 2), num_filter=5, no_bias=True)),
+    "d": ((2, 3, 7, 7), dict(kernel=(3, 3), stride=(2, 1), dilate=(1, 2), pad=(2, 1), num_filter=5)),
+}
+
+
+def _net(name: str):
+    """conv -> square -> global average: the conv's head gradient arrives channels-last."""
+    y = S.Convolution(V("x" + name), name="conv" + name, **CONVS[name][1])
+    return S.Pooling(S.elemwise_mul(y, y), global_pool=True, pool_type="avg", kernel=(1, 1))
+
+
+def _location(name: str, rng) -> dict:
+    shape, kw = CONVS[name]
+    w = (kw["num_filter"], shape[1]) + kw["kernel"]
+    loc = {"x" + name: rng.uniform(-1, 1, shape), f"conv{name}_weight": rng.uniform(-1, 1, w)}
+    if not kw.get("no_bias"):
+        loc[f"conv{name}_bias"] = rng.uniform(-1, 1, kw["num_filter"])
+    return loc
+
+
+def test_channels_last_rules_are_the_ones_in_use():
+    names = list(CONVS)
+    net = S.Group([_net(n) for n in names])
+    t = bind_typing(net, {"x" + n: CONVS[n][0] for n in names}, {})
+    plan = build.training_plan(net, t, {n: "write" for n in net.list_arguments()})
+    lay = layout.assign(plan.typing.graph, plan.typing.shape_of)
+    rules = {n.name: lay.rules.get(id(n)) for n in plan.typing.graph.nodes if n.op is not None}
+    for n in names:
+        assert rules["conv" + n] == "conv" and rules[f"conv{n}_backward"] == "conv_grad", rules
+
+
+@pytest.mark.parametrize("name", list(CONVS))
+def test_channels_last_convolution_gradients(name):
+    rng = np.random.default_rng(7)
+    check_numeric_gradient(_net(name), _location(name, rng))
+
+
+def test_channels_last_matches_nchw_on_a_residual_block(monkeypatch):
+    data = V("data")
+    x = S.Activation(S.BatchNorm(S.Convolution(data, kernel=(3, 3), pad=(1, 1), num_filter=8, name="c1"),
+                                 fix_gamma=False, name="bn1"), act_type="relu", name="r1")
+    y = S.BatchNorm(S.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=8, name="c2"), fix_gamma=False, name="bn2")
+    z = S.Activation(S.elemwise_add(x, y), act_type="relu")
+    net = S.SoftmaxOutput(S.FullyConnected(S.Pooling(z, global_pool=True, pool_type="avg", kernel=(1, 1)),
+                                           num_hidden=3, name="fc"), name="softmax")
+    rng = np.random.default_rng(3)
+    shapes = {"data": (4, 3, 6, 6), "softmax_label": (4,)}
+    req = {n: ("null" if n == "softmax_label" else "write") for n in net.list_arguments()}
+    results = []
+    for mode in ("nhwc", "nchw"):
+        monkeypatch.setenv("AOTEXEC_LAYOUT", mode)
+        ex = net.simple_bind(ax.cpu(), grad_req=req, **shapes)
+        r = np.random.default_rng(3)
+        for n, a in ex.arg_dict.items():
+            a[:] = r.integers(0, 3, a.shape) if n == "softmax_label" else r.uniform(-1, 1, a.shape)
+        for n, a in ex.aux_dict.items():
+            a[:] = r.uniform(0.5, 1.5, a.shape)
+        out = ex.forward(is_train=True)[0].asnumpy()
+        ex.backward()
+        results.append((out, {n: g.asnumpy() for n, g in ex.grad_dict.items() if g is not None},
+                        {n: a.asnumpy() for n, a in ex.aux_dict.items()}))
+    (o1, g1, a1), (o2, g2, a2) = results
+    np.testing.assert_allclose(o1, o2, rtol=1e-5, atol=1e-6)
+    for n in g2:
+        np.testing.assert_allclose(g1[n], g2[n], rtol=1e-4, atol=1e-5, err_msg=n)
+    for n in a2:
+        np.testing.assert_allclose(a1[n], a2[n], rtol=1e-5, atol=1e-6, err_msg=n)
+    assert rng is not None
