@@ -3,6 +3,8 @@ convolutions on llvm-cpu. Gradients against finite differences with the NHWC rul
 in use, and the NHWC build against the NCHW one (AOTEXEC_LAYOUT=nchw)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -85,3 +87,39 @@ def test_channels_last_matches_nchw_on_a_residual_block(monkeypatch):
     for n in a2:
         np.testing.assert_allclose(a1[n], a2[n], rtol=1e-5, atol=1e-6, err_msg=n)
     assert rng is not None
+
+
+@pytest.mark.parametrize("pool_type", ["max", "avg", "sum"])
+def test_channels_last_tiled_pooling_gradients(pool_type):
+    """conv -> tanh -> 2x2/2 pool -> flatten -> fc: the pool's head gradient arrives NCHW
+    (through Flatten) and is transposed; a 7x7 map crops its last row and column."""
+    y = S.Activation(S.Convolution(V("x"), kernel=(3, 3), pad=(1, 1), num_filter=5, name="conv"), act_type="tanh")
+    y = S.Pooling(y, kernel=(2, 2), stride=(2, 2), pool_type=pool_type, name="pool")
+    net = S.FullyConnected(S.Flatten(y), num_hidden=3, name="fc")
+    rng = np.random.default_rng(11)
+    loc = {"x": rng.uniform(-1, 1, (2, 6, 7, 7)), "conv_weight": rng.uniform(-1, 1, (5, 6, 3, 3)),
+           "conv_bias": rng.uniform(-1, 1, 5), "fc_weight": rng.uniform(-1, 1, (3, 45)), "fc_bias": rng.uniform(-1, 1, 3)}
+    t = bind_typing(net, {k: v.shape for k, v in loc.items()}, {})
+    plan = build.training_plan(net, t, {n: "write" for n in net.list_arguments()})
+    lay = layout.assign(plan.typing.graph, plan.typing.shape_of)
+    rules = {n.name: lay.rules.get(id(n)) for n in plan.typing.graph.nodes if n.op is not None}
+    assert rules["pool"] == "tiled_pool" and rules["pool_backward"] == "tiled_pool_grad", rules
+    if pool_type != "max":
+        check_numeric_gradient(net, loc)
+        return
+    # max: finite differences flip window maxima here; compare with the NCHW build, which the
+    # MXNet LeNet golden checks
+    grads = []
+    for mode in ("nhwc", "nchw"):
+        os.environ["AOTEXEC_LAYOUT"] = mode
+        try:
+            ex = net.bind(ax.cpu(), args={k: ax.nd.array(v.astype(np.float32)) for k, v in loc.items()},
+                          args_grad={k: ax.nd.zeros(v.shape) for k, v in loc.items()})
+            ex.forward(is_train=True)
+            ex.backward(ax.nd.array(np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)))
+            grads.append({k: g.asnumpy() for k, g in ex.grad_dict.items()})
+        finally:
+            os.environ.pop("AOTEXEC_LAYOUT")
+    for k in loc:
+        np.testing.assert_allclose(grads[0][k], grads[1][k], rtol=1e-4, atol=1e-6, err_msg=k)
+    assert np.count_nonzero(grads[0]["x"]) > 0

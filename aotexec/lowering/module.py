@@ -122,6 +122,12 @@ def lower_channels_last(b: Emitter, node: Node, rule: str, ins: list[Value], in_
         return [layout.conv(b, p, ins[0], in_nhwc[0], ins[1], None if p.no_bias else ins[2], logical[0])]
     if rule == "conv_grad":
         return layout.conv_grad(b, p, ins[0], ins[1], in_nhwc[1], ins[2], logical[0])
+    if rule == "tiled_pool":
+        return [layout.tiled_pool(b, p, ins[0])] + [None] * (len(logical) - 1)
+    if rule == "tiled_pool_grad":
+        fwd = node.control_deps[0]
+        return [layout.tiled_pool_grad(b, p, ins[0], in_nhwc[0], ins[1] if p.pool_type == "max" else None,
+                                       typing.shape_of(fwd.inputs[0]))]
     if rule == "global_pool":
         return [layout.global_pool(b, p, ins[0])] + [None] * (len(logical) - 1)
     if rule == "global_pool_grad":
