@@ -122,7 +122,8 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
         funcs.append(lower_function("forward_infer", typing, variables, heads, monitor=monitor, output_args=planned,
                                     layouts=fwd_lay))
         spec.entries["forward_infer"] = _sig("forward_infer", typing, variables, var_names, heads,
-                                             [e.name for e in heads], output_args=planned)
+                                             [e.name for e in heads], output_args=planned,
+                                             rng=uses_rng(typing, heads, variables, False))
     for mode in ("steps_infer", "steps_train"):
         if mode in modes:
             for k, (node, ins, outs) in enumerate(step_plan(typing, heads)):

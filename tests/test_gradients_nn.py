@@ -273,8 +273,46 @@ def test_dropout_nodes_axes_and_modes():
     assert set(np.unique(d3)) <= {0.0, 2.0} and 0 < (d3 != 0).mean() < 1
     always = S.Dropout(V("x"), p=0.5, mode="always")
     ex = always.bind(ax.cpu(), args={"x": ax.nd.array(x)}, grad_req="null")
-    with pytest.raises(ax.MXNetError, match="mode='always'"):
-        ex.forward(is_train=False)
+    a, b = (ex.forward(is_train=False)[0].asnumpy() for _ in range(2))   # drops in inference too
+    assert set(np.unique(a)) == {0.0, 2.0} and 0.4 < (a != 0).mean() < 0.6
+    assert not np.array_equal(a, b)                                      # a new mask every call
+
+
+@pytest.mark.parametrize("ctx", CONTEXTS)
+def test_rrelu_draws_slopes_in_training(ctx):
+    """MXNet's rrelu: in training each negative input gets a slope ~ U(lower, upper), which
+    the gradient reuses; in inference the slope is (lower + upper) / 2."""
+    x = np.linspace(-2, 2, 4000, dtype=np.float32).reshape(40, 100)
+    x[x == 0] = 0.01
+    net = S.LeakyReLU(V("x"), act_type="rrelu", lower_bound=0.1, upper_bound=0.4)
+    ex = net.bind(ctx, args={"x": ax.nd.array(x, ctx=ctx)}, args_grad={"x": ax.nd.zeros(x.shape, ctx=ctx)})
+    y = ex.forward(is_train=True)[0].asnumpy()
+    g = np.random.default_rng(0).uniform(0.5, 1.5, x.shape).astype(np.float32)
+    ex.backward(ax.nd.array(g, ctx=ctx))
+    neg = x < 0
+    slope = y[neg] / x[neg]
+    assert 0.1 <= slope.min() and slope.max() <= 0.4 and abs(slope.mean() - 0.25) < 0.01 and slope.std() > 0.05
+    np.testing.assert_array_equal(y[~neg], x[~neg])
+    dx = ex.grad_dict["x"].asnumpy()
+    np.testing.assert_allclose(dx[neg], g[neg] * slope, rtol=1e-5)
+    np.testing.assert_array_equal(dx[~neg], g[~neg])
+    assert not np.array_equal(ex.forward(is_train=True)[0].asnumpy(), y)   # new slopes every call
+    yi = ex.forward(is_train=False)[0].asnumpy()
+    np.testing.assert_allclose(yi[neg], 0.25 * x[neg], rtol=1e-6)
+
+
+def test_softmax_use_length_matches_mxnet():
+    """Masked softmax forward and gradient against MXNet 1.9.1 (tests/data/oracle/README.md)."""
+    from pathlib import Path
+    d = np.load(Path(__file__).parent / "data" / "oracle" / "softmax_use_length.npz", allow_pickle=False)
+    net = S.softmax(V("x"), length=V("l"), use_length=True, axis=-1)
+    assert net.list_arguments() == ["x", "l"]
+    ex = net.simple_bind(ax.cpu(), x=d["x"].shape, type_dict={"l": np.int32}, grad_req={"x": "write", "l": "null"})
+    ex.arg_dict["x"][:] = d["x"]
+    ex.arg_dict["l"][:] = d["l"]
+    np.testing.assert_allclose(ex.forward(is_train=True)[0].asnumpy(), d["y"], rtol=1e-5, atol=1e-7)
+    ex.backward(ax.nd.array(d["g"]))
+    np.testing.assert_allclose(ex.grad_dict["x"].asnumpy(), d["dx"], rtol=1e-5, atol=1e-7)
 
 
 def test_numeric_pooling_max_first_max_matches_numpy_reference():

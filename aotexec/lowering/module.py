@@ -13,6 +13,7 @@ import numpy as np
 
 from ..base import AotexecError
 from ..graph import Entry, IndexedGraph, Node
+from ..ops.registry import draws_random
 from ..passes.gradient import SHAPE_ONLY
 from ..passes.infer import Typing
 from . import layout
@@ -87,7 +88,7 @@ def uses_rng(typing: Typing, outputs: Sequence[Entry], provided: Sequence[Entry 
     """Whether ``lower_function`` adds the trailing ``rng`` parameter."""
     values = {(id(e.node), e.index) if isinstance(e, Entry) else (id(e), 0): None for e in provided}
     needed = _needed_nodes(outputs, values)
-    return is_train and any(n.op is not None and n.op.random and id(n) in needed for n in typing.graph.nodes)
+    return any(id(n) in needed and draws_random(n, is_train) for n in typing.graph.nodes)
 
 
 def monitor_input_name(node: Node, pos: int) -> str:
@@ -182,7 +183,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
         params.append(f"{v.name}: {v.type}")
     needed = _needed_nodes(outputs, values)
     rng_state = None
-    if is_train and any(n.op is not None and n.op.random and id(n) in needed for n in typing.graph.nodes):
+    if any(id(n) in needed and draws_random(n, is_train) for n in typing.graph.nodes):
         rng_state = Value(f"%arg{len(params)}", (2,), np.dtype("uint64"))
         params.append(f"{rng_state.name}: {rng_state.type}")
     for node in typing.graph.nodes:

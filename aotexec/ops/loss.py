@@ -6,11 +6,12 @@ make_loss.cc, nn/softmax.cc.  Loss heads (``is_loss``) need no head gradient.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, Optional
 
 from .registry import OPS, define
-from .rules import known, merge, prod, same_dtype, same_shape
+from .rules import dtype_of_first, known, merge, prod, same_dtype, same_shape
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,26 @@ class SoftmaxParam:
     use_length: Optional[bool] = False
 
 
-softmax = define("softmax", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype)
-log_softmax = define("log_softmax", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype)
+def _softmax_shape(p: SoftmaxParam, ins, outs):
+    """data and output alike; with use_length, length is data's shape without ``axis``."""
+    data = merge(ins[0], outs[0])
+    if not p.use_length:
+        return [data], [data]
+    length = ins[1]
+    if known(data):
+        axis = p.axis % len(data)
+        length = merge(length, tuple(d for i, d in enumerate(data) if i != axis))
+    return [data, length], [data]
+
+
+def _softmax_inputs(p: SoftmaxParam) -> list[str]:
+    return ["data", "length"] if p.use_length else ["data"]
+
+
+softmax = define("softmax", params=SoftmaxParam, inputs=_softmax_inputs, infer_shape=_softmax_shape,
+                 infer_type=dtype_of_first)
+log_softmax = define("log_softmax", params=SoftmaxParam, inputs=_softmax_inputs, infer_shape=_softmax_shape,
+                     infer_type=dtype_of_first)
 
 
 @dataclass(frozen=True)
@@ -118,12 +137,26 @@ def softmax_values(b, x, axis: int, temperature: float | None = None, log: bool 
 
 
 @lowers(softmax)
-def _softmax_lower(ctx, p: SoftmaxParam, x):
-    return softmax_values(ctx.b, x, p.axis, p.temperature)
+def _softmax_lower(ctx, p: SoftmaxParam, x, length=None):
+    if length is None:
+        return softmax_values(ctx.b, x, p.axis, p.temperature)
+    # MXNet's masked softmax: positions at or past ``length`` along the axis output 0
+    b = ctx.b
+    axis = p.axis % x.ndim
+    keep = [i for i in range(x.ndim) if i != axis]
+    pos = b.iota(x.shape, axis, "int32")
+    valid = b.compare(pos, b.broadcast_in_dim(b.convert(length, "int32"), x.shape, keep), "LT")
+    xm = b.select(valid, x, b.full_like(x, -math.inf))
+    y = softmax_values(b, xm, axis, p.temperature)
+    return b.select(valid, y, b.full_like(y, 0.0))      # a zero length gives 0, not 0/0
 
 
 @lowers(log_softmax)
-def _log_softmax_lower(ctx, p: SoftmaxParam, x):
+def _log_softmax_lower(ctx, p: SoftmaxParam, x, length=None):
+    if length is not None:
+        from ..base import AotexecError
+        raise AotexecError(f"log_softmax with use_length=True is not lowered yet (node '{ctx.node.name}'); "
+                           "softmax supports it")
     return softmax_values(ctx.b, x, p.axis, p.temperature, log=True)
 
 
@@ -210,9 +243,12 @@ def _softmax_grad_values(b, g, y, axis: int, log: bool):
 
 
 def _softmax_op_grad(ctx, p: SoftmaxParam, g, y, log: bool):
-    if p.use_length:
+    if p.use_length and log:
         from ..base import AotexecError
-        raise AotexecError(f"softmax with use_length=True has no gradient rule in aotexec (node '{ctx.node.name}')")
+        raise AotexecError(f"log_softmax with use_length=True has no gradient rule in aotexec (node "
+                           f"'{ctx.node.name}')")
+    # with use_length the positions past the length have y = 0, so y (g - sum(g y)) is 0 there
+    # and the sum runs over the valid positions only, as MXNet's masked rule; length gets none
     d = _softmax_grad_values(ctx.b, g, y, p.axis % y.ndim, log)
     if p.temperature is not None and p.temperature != 1.0:
         d = ctx.b.div(d, p.temperature)

@@ -183,6 +183,9 @@ def _pool_shape(p: PoolingParam, data):
         raise ValueError(f"Pooling: input data should be 3D, 4D or 5D, got {data}")
     if not p.global_pool and len(p.kernel) != len(data) - 2:
         raise ValueError(f"Pooling: kernel {p.kernel} does not match a {len(data)}-D input")
+    if p.pooling_convention == "same" and len(data) != 3:
+        raise ValueError("Pooling: Input data should be 3D in (batch, channel, x). Currently 'same' supports "
+                         "Max Pooling 1-D")
     kernel, stride, pad = p.window(data)
     if p.global_pool:
         return (data[0], data[1]) + (1,) * (len(data) - 2)
@@ -497,7 +500,8 @@ def _pool_counts(x: int, out: int, k: int, s: int, q: int, include_pad: bool):
 def _pool_lower(ctx, p: PoolingParam, x):
     b = ctx.b
     if p.pooling_convention == "same" and not p.global_pool:
-        raise AotexecError(f"Pooling with pooling_convention='same' is not lowered yet (node '{ctx.node.name}')")
+        raise AotexecError(f"Pooling with pooling_convention='same' (1-D max pooling in MXNet 1.9) is not "
+                           f"lowered yet (node '{ctx.node.name}')")
     out, in_sp = ctx.out_shapes[0], x.shape[2:]
     kernel, stride, pad = p.window(x.shape)
     window, strides = (1, 1) + tuple(kernel), (1, 1) + tuple(stride)
@@ -547,9 +551,10 @@ def _leaky_relu_lower(ctx, p: LeakyReLUParam, x, gamma=None):
     if t == "leaky":
         neg = b.mul(x, p.slope)
     elif t == "rrelu":
-        if ctx.is_train:
-            raise AotexecError(f"LeakyReLU rrelu in training mode samples random slopes; it is not lowered yet "
-                               f"(node '{ctx.node.name}')")
+        if ctx.is_train:   # a slope ~ U(lower, upper) per element, kept in the hidden 'mask' output
+            u = uniform(b, ctx.rng_state, ctx.node_index, x.shape, x.dtype)
+            slope = b.add(b.mul(u, p.upper_bound - p.lower_bound), p.lower_bound)
+            return [b.select(b.compare(x, 0.0, "GT"), x, b.mul(x, slope)), slope]
         neg = b.mul(x, (p.lower_bound + p.upper_bound) / 2)
     elif t == "prelu":
         g = b.reshape(gamma, ()) if gamma.shape == (1,) else gamma
@@ -596,13 +601,16 @@ def _batch_norm_lower(ctx, p: BatchNormParam, x, gamma, beta, moving_mean, movin
 
 # --- Dropout / LRN / UpSampling lowering ---
 Dropout.random = True
+Dropout.random_when = lambda p, is_train: p.p > 0 and (is_train or p.mode == "always")
+LeakyReLU.random = True
+LeakyReLU.random_when = lambda p, is_train: p.act_type == "rrelu" and is_train
 _GOLDEN64 = 0x9E3779B97F4A7C15
 
 
-def dropout_mask(b, rng_state, node_index: int, shape, p: float, dtype):
-    """Bernoulli(1 - p) / (1 - p) of ``shape`` from the (seed, counter) state: the state plus a
-    per-node offset keys a first draw whose 128 bits seed the mask's stream (so streams of
-    consecutive counters do not overlap)."""
+def uniform(b, rng_state, node_index: int, shape, dtype):
+    """U[0, 1) of ``shape`` from the (seed, counter) state: the state plus a per-node offset
+    keys a first draw whose 128 bits seed the values' stream (so streams of consecutive
+    counters do not overlap)."""
     # the offset is added as ui32 halves: IREE 3.13's Vulkan backend cannot legalize ui64 arithmetic
     h = (node_index + 1) * _GOLDEN64
     off = b.constant(np.asarray([[h & 0xFFFFFFFF, (h >> 32) & 0xFFFFFFFF], [0, 0]], dtype=np.uint32), (2, 2), "uint32")
@@ -610,7 +618,12 @@ def dropout_mask(b, rng_state, node_index: int, shape, p: float, dtype):
     state = b.op("stablehlo.bitcast_convert", [b.add(halves, off)], (2,), "uint64")
     _, key = rng_bits(b, state, (2,), "uint64")
     _, bits = rng_bits(b, key, shape, "uint32")
-    u = b.mul(b.convert(b._bin("shift_right_logical", bits, 8), dtype), 1.0 / (1 << 24))   # [0, 1)
+    return b.mul(b.convert(b._bin("shift_right_logical", bits, 8), dtype), 1.0 / (1 << 24))   # [0, 1)
+
+
+def dropout_mask(b, rng_state, node_index: int, shape, p: float, dtype):
+    """Bernoulli(1 - p) / (1 - p) of ``shape``."""
+    u = uniform(b, rng_state, node_index, shape, dtype)
     keep = b.compare(u, float(p), "GE")
     return b.select(keep, b.full_like(u, 1.0 / (1.0 - p)), b.full_like(u, 0.0))
 
@@ -621,10 +634,6 @@ def _dropout_lower(ctx, p: DropoutParam, x):
     output 1 keeps the mask for the gradient."""
     if p.p <= 0 or not (ctx.is_train or p.mode == "always"):
         return [x, None]
-    if ctx.rng_state is None:
-        raise AotexecError(f"Dropout mode='always' outside training needs random numbers, which aotexec's "
-                           f"inference entry point does not take; run forward(is_train=True) or use "
-                           f"mode='training' (node '{ctx.node.name}')")
     b = ctx.b
     axes = {a % x.ndim for a in p.axes}
     mshape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
@@ -913,12 +922,15 @@ def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
 
 
 # --- LeakyReLU gradient ---
-@differentiable(LeakyReLU, lambda p: ["ograd0", "in0", "in1"] if p.act_type == "prelu" else ["ograd0", "in0"])
+@differentiable(LeakyReLU, lambda p: ["ograd0", "in0", "in1"] if p.act_type == "prelu" else
+                ["ograd0", "in0", "out1"] if p.act_type == "rrelu" else ["ograd0", "in0"])
 def _leaky_relu_grad(ctx, p: LeakyReLUParam, g, x, gamma=None):
     b = ctx.b
     t = p.act_type
     pos = b.compare(x, 0.0, "GT")
     zero = b.full_like(x, 0.0)
+    if t == "rrelu":   # gamma: the slopes forward drew (its 'mask' output)
+        return [b.select(pos, g, b.mul(g, gamma))]
     if t == "gelu":   # 0.5 (1 + erf(x/sqrt2)) + x exp(-x^2/2) / sqrt(2 pi)
         cdf = b.mul(b.add(b.op("chlo.erf", [b.mul(x, 1 / math.sqrt(2))], x.shape), 1.0), 0.5)
         pdf = b.mul(b.exp(b.mul(b.mul(x, x), -0.5)), 1 / math.sqrt(2 * math.pi))

@@ -53,6 +53,7 @@ class OpDef:
     forward_op: "OpDef | None" = None      # set on the generated _backward_<op>
     zero_grad: bool = False                # gradient is zero everywhere (BlockGrad): no backward node
     random: bool = False                   # reads ``ctx.rng_state`` in training (Dropout)
+    random_when: Callable[[Any, bool], bool] | None = None   # (params, is_train): refines ``random``
     listed_inputs: bool = True             # False: MXNet names inputs input0.. (no FListInputNames)
 
     def input_names(self, p: Any) -> list[str]:
@@ -74,6 +75,14 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 # ops that compute differently in training (batch statistics, random masks/slopes)
 TRAIN_MODE_OPS = frozenset({"BatchNorm", "Dropout", "LeakyReLU"})
+
+
+def draws_random(node, is_train: bool) -> bool:
+    """Whether ``node`` reads random numbers (the entry point's ``rng`` input) in this mode."""
+    op = node.op
+    if op is None or not op.random:
+        return False
+    return op.random_when(node.params, is_train) if op.random_when is not None else is_train
 
 
 def train_mode_matters(nodes) -> bool:

@@ -26,6 +26,7 @@ from typing import Callable
 
 from ..base import AotexecError
 from ..graph import Entry, IndexedGraph, Node
+from ..ops.registry import draws_random
 from .gradient import SHAPE_ONLY, GradientGraph
 from .infer import Typing, infer
 
@@ -57,7 +58,7 @@ def _forced(node: Node) -> bool:
 
 def _kept(policy: str) -> Callable[[Node], bool]:
     def kept(node: Node) -> bool:
-        if node.op is None or node.op.random:
+        if node.op is None or draws_random(node, True):
             return True
         if _forced(node):
             return False

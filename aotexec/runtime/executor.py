@@ -317,7 +317,8 @@ class Executor:
             prog = self._program(("forward_train",))
             self._call(prog, "forward_train", self._views() + self._rng(prog, "forward_train"), outs)
         else:
-            self._call(self._program(("forward_infer",)), "forward_infer", self._views(), outs)
+            prog = self._program(("forward_infer",))   # rng: Dropout(mode='always') draws in inference too
+            self._call(prog, "forward_infer", self._views() + self._rng(prog, "forward_infer"), outs)
         return self.outputs
 
     def partial_forward(self, is_train: bool = False, step: int = 0) -> int:
