@@ -266,10 +266,14 @@ class Emitter:
         nchw = f"[b, f, {sp}]x[o, i, {sp}]->[b, f, {sp}]"
         if nd == 2 and spec in (None, nchw):
             return self._conv_nhwc(x, w, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups)
-        spec = spec or nchw
+        return self._conv_op(spec or nchw, x, w, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups)
+
+    def _conv_op(self, spec: str, x: Value, w: Value, out_shape, stride, pad, lhs_dilation, rhs_dilation,
+                 groups: int) -> Value:
+        """``stablehlo.convolution`` with dimension numbers ``spec``."""
         pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
         attrs = (f"dimension_numbers = #stablehlo.conv<{spec}>, window_strides = {_array(stride)}, "
-                 f"padding = dense<{pads}> : tensor<{nd}x2xi64>, lhs_dilation = {_array(lhs_dilation)}, "
+                 f"padding = dense<{pads}> : tensor<{len(stride)}x2xi64>, lhs_dilation = {_array(lhs_dilation)}, "
                  f"rhs_dilation = {_array(rhs_dilation)}, feature_group_count = {groups} : i64, "
                  f"batch_group_count = 1 : i64")
         return self.op("stablehlo.convolution", [x, w], out_shape, x.dtype, attrs=attrs)
@@ -294,19 +298,15 @@ class Emitter:
                 self.lines[i] = None
         body, self.lines = self.lines, self.prologue
         try:
-            return self.op("stablehlo.optimization_barrier", [v], v.shape, v.dtype)
+            return self.barrier(v)
         finally:
             self.prologue, self.lines = self.lines, body
 
     def conv_nhwc(self, x: Value, wt: Value, out_shape, stride, pad, lhs_dilation=(1, 1), rhs_dilation=(1, 1),
                   groups: int = 1) -> Value:
         """A 2-D convolution of channels-last ``x`` (N, H, W, C) with ``wt`` (KH, KW, C/groups, O)."""
-        pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
-        attrs = (f"dimension_numbers = #stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]>, "
-                 f"window_strides = {_array(stride)}, padding = dense<{pads}> : tensor<2x2xi64>, "
-                 f"lhs_dilation = {_array(lhs_dilation)}, rhs_dilation = {_array(rhs_dilation)}, "
-                 f"feature_group_count = {groups} : i64, batch_group_count = 1 : i64")
-        return self.op("stablehlo.convolution", [x, wt], out_shape, x.dtype, attrs=attrs)
+        return self._conv_op("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]", x, wt, out_shape, stride, pad,
+                             lhs_dilation, rhs_dilation, groups)
 
     def _conv_nhwc(self, x: Value, w: Value, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups) -> Value:
         """A 2-D NCHW convolution computed channels-last (NHWC x HWIO).
