@@ -70,7 +70,8 @@ def _conv2d(p) -> bool:
 def _tiled_pool(p, shape) -> bool:
     """2-D max/avg/sum pooling whose windows tile the input (kernel == stride, no padding):
     LeNet's 2x2/2 pools."""
-    if p.global_pool or len(p.kernel) != 2 or p.pool_type not in ("max", "avg", "sum") or shape is None:
+    if p.global_pool or len(p.kernel) != 2 or p.pool_type not in ("max", "avg", "sum") or shape is None \
+            or p.layout not in (None, "NCHW"):
         return False
     stride = tuple(p.stride) if p.stride else (1, 1)
     pad = tuple(p.pad) if p.pad else (0, 0)
@@ -79,7 +80,8 @@ def _tiled_pool(p, shape) -> bool:
 
 
 def _global_pool(p) -> bool:
-    return p.global_pool and len(p.kernel or (0, 0)) in (0, 2) and p.pool_type in ("avg", "sum")
+    return p.global_pool and len(p.kernel or (0, 0)) in (0, 2) and p.pool_type in ("avg", "sum") \
+        and p.layout in (None, "NCHW")
 
 
 def _decide(node: Node, ins: list[bool], shapes: list, lay: Layouts) -> tuple[str, list[bool]] | None:
