@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 from pathlib import Path
 from typing import Any, Sequence
 

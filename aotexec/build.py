@@ -27,7 +27,7 @@ from .lowering import layout
 from .lowering.module import lower_function, module_text, uses_rng
 from .passes.gradient import SHAPE_ONLY, GradientGraph, build_gradient_graph
 from .passes.mirror import mirrored_typing, resolve
-from .passes.infer import Typing, infer
+from .passes.infer import Typing
 from .runtime.program import EntryPoint, ProgramSpec
 
 _log = logging.getLogger("aotexec.build")

@@ -10,8 +10,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import numpy as np  # noqa: E402
-
 import aotexec as ax  # noqa: E402
 from aotexec import build  # noqa: E402
 from aotexec.debug_str import full_graph  # noqa: E402

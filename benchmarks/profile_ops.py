@@ -13,12 +13,8 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import nets  # noqa: E402
 
 
 def layers(sym, net):

@@ -22,7 +22,6 @@ import datetime as _dt
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys

@@ -127,7 +127,6 @@ class Aotexec(Base):
 
     def version(self):
         from iree.runtime import version
-        from aotexec.runtime.device import default_driver
         return f"{self.ax.__version__} (IREE runtime {version.VERSION})"
 
     def threads(self):

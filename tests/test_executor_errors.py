@@ -1,7 +1,6 @@
 """The golden error cases about binding, forward and backward give MXNet's exception and message."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import aotexec as ax

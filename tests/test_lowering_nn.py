@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import aotexec as ax
-from aotexec.base import AotexecError
 from aotexec.lowering.module import lower_function
 from aotexec.passes.infer import infer
 from contexts import CONTEXTS

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import aotexec as ax
-from golden import all_cases, cases, ids
+from golden import all_cases, ids
 
 ALL = all_cases()
 

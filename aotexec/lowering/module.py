@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..base import AotexecError
-from ..graph import Entry, IndexedGraph, Node
+from ..graph import Entry, Node
 from ..ops.registry import draws_random
 from ..passes.gradient import SHAPE_ONLY
 from ..passes.infer import Typing

@@ -7,7 +7,6 @@ Tables keep one line per op (MXNet 1.9.1 src/operator/tensor/elemwise_*).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 

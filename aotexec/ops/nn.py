@@ -16,8 +16,7 @@ import numpy as np
 from ..base import AotexecError
 from .params import Shape
 from .registry import define
-from .rules import (dtype_of_first, first_input_shape, forward, known, merge, prod,
-                    same_dtype, same_shape)
+from .rules import forward, known, merge, prod, same_dtype, same_shape
 
 
 # --- FullyConnected (src/operator/nn/fully_connected.cc, FullyConnectedShape) ---

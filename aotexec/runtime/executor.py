@@ -324,7 +324,6 @@ class Executor:
     def partial_forward(self, is_train: bool = False, step: int = 0) -> int:
         """Run op node ``step`` (in execution order) and return how many steps are left
         (the C++ PartialForward contract).  Each node is its own compiled function."""
-        from ..graph import Entry
         mode = "steps_train" if is_train else "steps_infer"
         prog = self._program((mode,))
         nodes = [n for n in self._typing.graph.nodes if n.op is not None]

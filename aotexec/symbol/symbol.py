@@ -7,7 +7,6 @@ listing, attributes, inference, JSON, operators and composition.
 """
 from __future__ import annotations
 
-import copy as _copy
 import warnings
 from typing import Any, Iterator
 
@@ -16,7 +15,7 @@ import numpy as np
 from ..base import AotexecError, NotImplementedForSymbol
 from ..graph import Entry, IndexedGraph, Node
 from ..passes import infer as _infer
-from ..util import is_np_shape, shape_from_user, shape_to_user
+from ..util import shape_from_user, shape_to_user
 
 # MXNet stores these attribute keys wrapped in double underscores (c_api_symbolic.cc kHiddenKeys)
 HIDDEN_KEYS = {"ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage", "profiler_scope"}
