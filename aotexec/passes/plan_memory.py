@@ -2,15 +2,16 @@
 
 Reads: the IndexedGraph, its Typing (shapes, dtypes), which entries are external
 (variables, and the graph's heads, which the executor owns).
-Returns: ``MemoryPlan`` with a storage id per intermediate entry and the bytes.
+Returns: ``MemoryPlan`` with a byte offset per intermediate entry in one arena.
 
-Algorithm (ExecuTorch's greedy-by-size shared objects, after MXNet's in-place pass):
+Algorithm (TFLite's / ExecuTorch's greedy-by-size offsets, after MXNet's in-place pass):
 1. liveness: each intermediate entry lives from its producer to its last reader;
 2. in place: an elementwise op's output joins its first input's group when that input
    dies at this op and has no other reader (nnvm FInplaceOption);
-3. groups are placed largest first into the first shared block whose groups' lifetimes
-   do not overlap theirs (the block grows to the largest member), else a new block.
-``total_bytes`` is the sum of the blocks.
+3. groups are placed largest first at the lowest offset whose gap between the groups
+   already placed with overlapping lifetimes fits them (best fit), else above them all.
+``total_bytes`` is the arena's size. (Shared objects, ExecuTorch's other greedy-by-size
+strategy, gave 12.75 MB on ResNet-8 b16 training where offsets give 10.5 MB.)
 """
 from __future__ import annotations
 
@@ -32,13 +33,10 @@ INPLACE_OPS = {"Activation", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "s
 
 @dataclass
 class MemoryPlan:
-    storage_id: dict[int, int] = field(default_factory=dict)     # entry id -> block
-    block_bytes: list[int] = field(default_factory=list)
+    offset: dict[int, int] = field(default_factory=dict)         # entry id -> byte offset in the arena
+    size: dict[int, int] = field(default_factory=dict)           # entry id -> bytes
     inplace: dict[int, int] = field(default_factory=dict)        # entry id -> input entry id it overwrote
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(self.block_bytes)
+    total_bytes: int = 0
 
 
 def entry_bytes(typing: Typing, eid: int) -> int:
@@ -46,8 +44,8 @@ def entry_bytes(typing: Typing, eid: int) -> int:
     return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize if shape is not None else 0
 
 
-def plan_memory(typing: Typing, external: set[int] | None = None) -> MemoryPlan:
-    """``external``: entry ids the executor allocates itself (besides the graph's heads)."""
+def lifetimes(typing: Typing, external: set[int] | None = None) -> tuple[dict[int, list[int]], dict[int, int], dict[int, int]]:
+    """(group root -> [first step, last step, bytes], entry -> group root, in-place entry -> input)."""
     g: IndexedGraph = typing.graph
     external = set(external or ()) | {g.eid(h) for h in g.heads}
     last: dict[int, int] = {}
@@ -56,9 +54,9 @@ def plan_memory(typing: Typing, external: set[int] | None = None) -> MemoryPlan:
         for e in n.inputs:
             last[g.eid(e)] = i
             readers[g.eid(e)] = readers.get(g.eid(e), 0) + 1
-    plan = MemoryPlan()
-    group: dict[int, int] = {}                      # entry -> group root
-    span: dict[int, list[int]] = {}                 # root -> [start, end, bytes]
+    group: dict[int, int] = {}
+    span: dict[int, list[int]] = {}
+    inplace: dict[int, int] = {}
     for i, n in enumerate(g.nodes):
         if n.op is None:
             continue
@@ -72,22 +70,31 @@ def plan_memory(typing: Typing, external: set[int] | None = None) -> MemoryPlan:
                     and last.get(src) == i and span[group[src]][2] >= size:
                 root = group[eid] = group[src]
                 span[root][1] = max(span[root][1], end)
-                plan.inplace[eid] = src
+                inplace[eid] = src
                 continue
             group[eid] = eid
             span[eid] = [i, end, size]
-    blocks: list[list[tuple[int, int]]] = []        # per block: lifetimes placed there
-    block_of: dict[int, int] = {}
-    for root, (start, end, size) in sorted(span.items(), key=lambda kv: -kv[1][2]):
-        for b, lives in enumerate(blocks):
-            if all(end < s or start > e for s, e in lives):
-                lives.append((start, end))
-                plan.block_bytes[b] = max(plan.block_bytes[b], size)
-                block_of[root] = b
-                break
-        else:
-            blocks.append([(start, end)])
-            plan.block_bytes.append(size)
-            block_of[root] = len(blocks) - 1
-    plan.storage_id = {eid: block_of[root] for eid, root in group.items()}
+    return span, group, inplace
+
+
+def plan_memory(typing: Typing, external: set[int] | None = None) -> MemoryPlan:
+    """``external``: entry ids the executor allocates itself (besides the graph's heads)."""
+    span, group, inplace = lifetimes(typing, external)
+    placed: list[tuple[int, int, int, int]] = []            # (offset, bytes, first, last)
+    at: dict[int, int] = {}
+    total = 0
+    for root, (start, end, size) in sorted(span.items(), key=lambda kv: (-kv[1][2], kv[1][0])):
+        busy = sorted((o, z) for o, z, s, e in placed if not (end < s or start > e))
+        best, top = None, 0
+        for o, z in busy:                                    # gaps between overlapping neighbours
+            if o - top >= size and (best is None or o - top < best[1]):
+                best = (top, o - top)
+            top = max(top, o + z)
+        at[root] = best[0] if best else top
+        placed.append((at[root], size, start, end))
+        total = max(total, at[root] + size)
+    plan = MemoryPlan(inplace=inplace, total_bytes=total)
+    for eid, root in group.items():
+        plan.offset[eid] = at[root]
+        plan.size[eid] = entry_bytes(typing, eid)
     return plan
