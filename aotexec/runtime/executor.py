@@ -142,6 +142,7 @@ class Executor:
         self._device = Device.get(ctx)
         self._arena_buf = None            # one transient arena for all of this executor's calls
         self._arena_bytes = 0
+        self._arena_fits: set[tuple[int, str]] = set()   # (program, function) the arena already fits
         self._rng_buf: NDArray | None = None
         self._residual_bufs: dict = {}
         # programs compile (or come from the cache) on first use: a training executor never
@@ -268,9 +269,12 @@ class Executor:
 
         Calls are synchronous and never overlap, so forward_train, backward and the
         inference build share one buffer: the executor holds max(arenas), not their sum."""
-        need = prog.transients_size(fn)
-        if self._arena_buf is None or need > self._arena_bytes:
-            self._arena_buf, self._arena_bytes = self._device.allocate_arena(need), max(need, 64)
+        key = (id(prog), fn)
+        if key not in self._arena_fits:     # reflection lookups stay off the per-call path
+            need = prog.transients_size(fn)
+            if self._arena_buf is None or need > self._arena_bytes:
+                self._arena_buf, self._arena_bytes = self._device.allocate_arena(need), max(need, 64)
+            self._arena_fits.add(key)
         return self._arena_buf
 
     def memory_usage(self) -> dict[str, int]:
