@@ -151,7 +151,8 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
             outs = list(heads) + plan.residuals
             kept = range(len(heads), len(outs))          # residuals stay in their (channels-last) layout
             funcs.append(lower_function("forward_train", t, fvars, outs, is_train=True, monitor=monitor,
-                                        output_args=planned, layouts=lay, physical_outputs=kept))
+                                        output_args=planned, layouts=lay, physical_outputs=kept,
+                                        alias_early=range(len(outs))))
             spec.entries["forward_train"] = _sig("forward_train", t, fvars, var_names, outs, out_names + res_names,
                                                  rng=uses_rng(t, outs, fvars, True), output_args=planned,
                                                  lay=lay, physical_outputs=kept)

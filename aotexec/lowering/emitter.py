@@ -281,6 +281,17 @@ class Emitter:
     def barrier(self, v: Value) -> Value:
         return self.op("stablehlo.optimization_barrier", [v], v.shape, v.dtype)
 
+    def after(self, x: Value, dep: Value) -> Value:
+        """``x``, computed only once ``dep`` is: a data dependency that costs no barrier.
+
+        IREE schedules every dispatch whose operands are ready in one concurrent wave and
+        keeps all their results alive together; this orders work without ending the
+        execution region (``fence`` does).  The predicate ``dep[0] > +inf`` is false for
+        every value, NaN included, so the select returns ``x`` bit for bit."""
+        first = self.reshape(self.slice(dep, (0,) * dep.ndim, (1,) * dep.ndim), ())
+        never = self.broadcast_in_dim(self.compare(first, float("inf"), "GT"), x.shape, ())
+        return self.select(never, self.full_like(x, 0.0), x)
+
     def fence(self, v: Value) -> Value:
         """``v`` behind an optimization barrier (IREE 3.13 folds layout transposes into a
         convolution's operands, giving the slow NCHW form, unless fenced).

@@ -141,7 +141,7 @@ def lower_channels_last(b: Emitter, node: Node, rule: str, ins: list[Value], in_
 def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], outputs: Sequence[Entry],
                    is_train: bool = False, add_to: Sequence[int] = (), monitor: str | None = None,
                    output_args: bool = False, layouts: layout.Layouts | None = None,
-                   physical_outputs: Sequence[int] = ()) -> str:
+                   physical_outputs: Sequence[int] = (), alias_early: Sequence[int] = ()) -> str:
     """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
 
     ``monitor`` ("outputs" | "all") adds ``flow.tensor.trace`` ops named as MXNet's
@@ -155,6 +155,13 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     ``!hal.buffer`` parameter marked ``iree.abi.transients`` holds every intermediate,
     so a steady-state call allocates nothing.  Parameter order: inputs, ``add_to``
     extras, ``rng``, outputs, transients.
+
+    ``alias_early``: outputs whose storage is bound (``hal.tensor.alias``) right where they
+    are computed, and that later nodes read from there.  IREE 3.13 only writes a result
+    straight into caller storage when that is its one use (EmplaceAllocations); a saved
+    activation the next layer also reads was computed in the transient arena and copied out
+    at the end, so every one of them counted in the arena.  Only for outputs whose storage
+    aliases no input (the executor's own result and residual buffers).
     """
     b = Emitter()
     lay = layouts or layout.Layouts()
@@ -182,6 +189,14 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
         arg_values.append(v)
         params.append(f"{v.name}: {v.type}")
     needed = _needed_nodes(outputs, values)
+    early: dict[tuple[int, int], int] = {}
+    if output_args:
+        for i in alias_early:
+            e = outputs[i]
+            key = (id(e.node), e.index)
+            if (key not in early and key not in values and i not in add_to
+                    and (i in physical_outputs or key not in lay.nhwc)):
+                early[key] = i
     rng_state = None
     if any(id(n) in needed and draws_random(n, is_train) for n in typing.graph.nodes):
         rng_state = Value(f"%arg{len(params)}", (2,), np.dtype("uint64"))
@@ -225,6 +240,13 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                     _trace(b, key, res[k])
         for k, v in enumerate(res):
             if v is not None:
+                i = early.get((id(node), k))
+                if i is not None:
+                    b.loc = node.name
+                    alias = b.fresh("stored")
+                    b.lines.append(f'{b.indent}{alias} = hal.tensor.alias {v.name} : {v.type} to %out{i} : '
+                                   f'!hal.buffer_view loc("{b.loc}")')
+                    v = Value(alias, v.shape, v.dtype)
                 values[(id(node), k)] = v
     results = []
     for i, e in enumerate(outputs):
@@ -239,7 +261,9 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
             v = b.add(arg_values[list(add_to).index(i)], v)
         results.append(v)
     if output_args:
-        params += [f"%out{i}: {v.type} {{iree.abi.output = {i} : index}}" for i, v in enumerate(results)]
+        aliased = set(early.values())
+        params += [f"%out{i}: !hal.buffer_view" if i in aliased else f"%out{i}: {v.type} {{iree.abi.output = {i} : index}}"
+                   for i, v in enumerate(results)]
         params.append("%transients: !hal.buffer {iree.abi.transients}")
     b.loc = name
     b.lines.append(f'    "func.return"({", ".join(v.name for v in results)}) : '
