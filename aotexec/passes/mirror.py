@@ -12,7 +12,7 @@ Policies:
   Convolution's output is kept, the BatchNorm / ReLU / add after it are recomputed,
   so a conv-BN-ReLU block saves one activation instead of two (ResNet-8 b16: 9.8 -> 5.3 MB
   of saved activations).  Not the default: IREE 3.13 schedules the recomputation early
-  in the backward function, so its transient arena grows by more than the saving
+  in the backward function, so its transient arena grows by about the saving
   (docs/MEMORY.md).
 A node with ``__force_mirroring__`` is recomputed under every policy (as in MXNet);
 random ops never are, since their recomputed values would differ; the graph's outputs
