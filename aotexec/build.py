@@ -12,6 +12,7 @@ Entry points (names are the function names in the vmfb):
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -103,12 +104,13 @@ def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: b
 
 def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, str] | None = None,
                  mirror: bool | str | None = "none", monitor: str | None = None,
-                 channels_last: bool = False) -> tuple[str, ProgramSpec]:
+                 channels_last: bool = False, split_reductions: bool = False) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each.
 
     ``channels_last``: 2-D convolution nets run NHWC between convolutions (lowering/layout.py);
     only for llvm-cpu, where it was measured (IREE 3.13's Vulkan backend miscompiled a LeNet
-    data gradient in that form)."""
+    data gradient in that form).  ``split_reductions``: for Vulkan (``Emitter.reduce``)."""
+    lower = functools.partial(lower_function, split_reductions=split_reductions)
     planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph
     channels_last = channels_last and planned and layout.enabled()
@@ -119,7 +121,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
     spec = ProgramSpec()
     funcs = []
     if "forward_infer" in modes:
-        funcs.append(lower_function("forward_infer", typing, variables, heads, monitor=monitor, output_args=planned,
+        funcs.append(lower("forward_infer", typing, variables, heads, monitor=monitor, output_args=planned,
                                     layouts=fwd_lay))
         spec.entries["forward_infer"] = _sig("forward_infer", typing, variables, var_names, heads,
                                              [e.name for e in heads], output_args=planned,
@@ -128,7 +130,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
         if mode in modes:
             for k, (node, ins, outs) in enumerate(step_plan(typing, heads)):
                 fn = f"{mode}_{k}"
-                funcs.append(lower_function(fn, typing, ins, outs, is_train=mode == "steps_train", monitor=monitor))
+                funcs.append(lower(fn, typing, ins, outs, is_train=mode == "steps_train", monitor=monitor))
                 spec.entries[fn] = _sig(fn, typing, ins, [e.name for e in ins], outs, [e.name for e in outs],
                                         rng=uses_rng(typing, outs, ins, mode == "steps_train"))
     train = [m for m in modes if m in TRAIN_MODES]
@@ -150,7 +152,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
         if "forward_train" in train:
             outs = list(heads) + plan.residuals
             kept = range(len(heads), len(outs))          # residuals stay in their (channels-last) layout
-            funcs.append(lower_function("forward_train", t, fvars, outs, is_train=True, monitor=monitor,
+            funcs.append(lower("forward_train", t, fvars, outs, is_train=True, monitor=monitor,
                                         output_args=planned, layouts=lay, physical_outputs=kept,
                                         alias_early=range(len(outs))))
             spec.entries["forward_train"] = _sig("forward_train", t, fvars, var_names, outs, out_names + res_names,
@@ -160,7 +162,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
             ins = list(fvars) + plan.residuals + hg_vars
             outs = grad_entries + aux_entries
             add_to = [plan.wrt.index(n) for n in plan.add]
-            funcs.append(lower_function("backward", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor,
+            funcs.append(lower("backward", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor,
                                         output_args=planned, layouts=lay))
             spec.entries["backward"] = _sig("backward", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                             var_names + res_names + hg_names + old_names,
@@ -171,7 +173,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
             ins = list(fvars) + hg_vars
             outs = list(heads) + grad_entries + aux_entries
             add_to = [len(heads) + plan.wrt.index(n) for n in plan.add]
-            funcs.append(lower_function("train_step", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor,
+            funcs.append(lower("train_step", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor,
                                         output_args=planned, layouts=lay))
             spec.entries["train_step"] = _sig("train_step", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                               var_names + hg_names + old_names, outs,
@@ -223,7 +225,8 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
         return hit
     stats["misses"] += 1
     check_target_dtypes(typing, opts.target)
-    text, spec = entry_points(symbol, typing, modes, reqs, mirror, monitor, channels_last=opts.target == "llvm-cpu")
+    text, spec = entry_points(symbol, typing, modes, reqs, mirror, monitor, channels_last=opts.target == "llvm-cpu",
+                              split_reductions=opts.target == "vulkan-spirv")
     verify_mlir(text)
     vmfb = compile_mlir(text, opts, use_cache=use_cache)
     if memo:
@@ -320,15 +323,16 @@ def compile_segments(segments: list[Segment], typing: Typing, is_train: bool, cp
         by_ctx.setdefault(seg.ctx, []).append(seg)
     out = {}
     for ctx, segs in by_ctx.items():
+        opts = options_for(ctx, cpu=cpu)
         spec = ProgramSpec()
         funcs = []
         for seg in segs:
-            funcs.append(lower_function(seg.name, typing, seg.inputs, seg.outputs, is_train=is_train))
+            funcs.append(lower_function(seg.name, typing, seg.inputs, seg.outputs, is_train=is_train,
+                                        split_reductions=opts.target == "vulkan-spirv"))
             spec.entries[seg.name] = _sig(seg.name, typing, seg.inputs, [e.name for e in seg.inputs],
                                           seg.outputs, [e.name for e in seg.outputs],
                                           rng=uses_rng(typing, seg.outputs, seg.inputs, is_train))
         text = module_text(funcs)
-        opts = options_for(ctx, cpu=cpu)
         check_target_dtypes(typing, opts.target)
         verify_mlir(text)
         out[ctx] = (compile_mlir(text, opts), spec)

@@ -64,7 +64,8 @@ LAYOUT_OPS = {"stablehlo.transpose", "stablehlo.reverse", "stablehlo.reshape"}
 class Emitter:
     """Appends generic-form ops to a function body."""
 
-    def __init__(self, indent: str = "    "):
+    def __init__(self, indent: str = "    ", split_reductions: bool = False):
+        self.split_reductions = split_reductions    # see ``reduce``
         self.lines: list[str | None] = []
         self.prologue: list[str] = []       # ops moved to the top of the function (see fence)
         self.indent = indent
@@ -378,10 +379,18 @@ class Emitter:
         dims = sorted(dims)
         if not dims:
             return x
+        if self.split_reductions:
+            x = self.barrier(x)
         init = self.constant(self._init_value(kind, x.dtype), (), x.dtype)
         shape = [d for i, d in enumerate(x.shape) if i not in dims]
-        return self.op("stablehlo.reduce", [x, init], shape, x.dtype, attrs=f"dimensions = {_array(dims)}",
-                       region=self._region(kind, x.dtype))
+        y = self.op("stablehlo.reduce", [x, init], shape, x.dtype, attrs=f"dimensions = {_array(dims)}",
+                    region=self._region(kind, x.dtype))
+        # split_reductions: a reduction is its own dispatch, reading a materialized input.
+        # IREE 3.13's SPIR-V codegen stages a reduction's whole input in workgroup memory when
+        # its producer also stores a full-size result or consumers are fused after it;
+        # BatchNorm training at batch 8 x 8 channels x 16 x 16 needed 64 KiB where the default
+        # Vulkan target has 16 KiB, so conv + BatchNorm nets did not compile for Vulkan.
+        return self.barrier(y) if self.split_reductions else y
 
     def _init_value(self, kind: str, dtype) -> float:
         v = self.INIT[kind]

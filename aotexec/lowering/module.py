@@ -141,7 +141,8 @@ def lower_channels_last(b: Emitter, node: Node, rule: str, ins: list[Value], in_
 def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], outputs: Sequence[Entry],
                    is_train: bool = False, add_to: Sequence[int] = (), monitor: str | None = None,
                    output_args: bool = False, layouts: layout.Layouts | None = None,
-                   physical_outputs: Sequence[int] = (), alias_early: Sequence[int] = ()) -> str:
+                   physical_outputs: Sequence[int] = (), alias_early: Sequence[int] = (),
+                   split_reductions: bool = False) -> str:
     """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
 
     ``monitor`` ("outputs" | "all") adds ``flow.tensor.trace`` ops named as MXNet's
@@ -162,8 +163,10 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     activation the next layer also reads was computed in the transient arena and copied out
     at the end, so every one of them counted in the arena.  Only for outputs whose storage
     aliases no input (the executor's own result and residual buffers).
+
+    ``split_reductions``: every reduction is its own dispatch (``Emitter.reduce``; for Vulkan).
     """
-    b = Emitter()
+    b = Emitter(split_reductions=split_reductions)
     lay = layouts or layout.Layouts()
     values: dict[tuple[int, int], Value] = {}
     nchw: dict[tuple[int, int], Value] = {}          # NCHW copies of channels-last values

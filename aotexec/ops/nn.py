@@ -973,7 +973,10 @@ def _batch_norm_grad(ctx, p: BatchNormParam, g, x, gamma, moving_mean, moving_va
     else:
         inner = b.sub(b.sub(b.mul(g, n), bc(dbeta)), b.mul(xhat, bc(dgamma_raw)))
         dx = b.mul(inner, bc(b.div(scale, n)))
-        var = b.div(b.reduce(b.mul(xc, xc), others, "add"), n)   # biased batch variance
+        # the biased batch variance, from forward's 1/sqrt(var + eps) rather than another pass
+        # over x (a reduction fused with xhat's producer, which IREE's SPIR-V codegen could not
+        # fit in workgroup memory at batch 8 x 8 channels x 16 x 16)
+        var = b.max(b.sub(b.div(1.0, b.mul(inv_std, inv_std)), p.eps), 0.0)
         m = p.momentum
         new_mean = b.add(b.mul(moving_mean, m), b.mul(mean, 1.0 - m))
         new_var = b.add(b.mul(moving_var, m), b.mul(var, 1.0 - m))
