@@ -21,6 +21,7 @@ class Node:
     inputs: list["Entry"] = field(default_factory=list)
     params: Any = None                                      # parsed op parameters
     control_deps: list["Node"] = field(default_factory=list)
+    mirror_of: "Node | None" = None                         # set on passes.mirror's recomputed copies
 
     @property
     def is_variable(self) -> bool:

@@ -72,3 +72,30 @@ def test_unknown_policy_is_a_clear_error():
     net = ax.sym.FullyConnected(ax.sym.Variable("data"), num_hidden=2, name="fc")
     with pytest.raises(AotexecError, match="mirror must be a bool or one of"):
         net.simple_bind(ax.cpu(), data=(1, 3), mirror="sometimes")
+
+
+def test_dots_recomputes_for_each_reader():
+    """A recomputed value read by two distant backward nodes (relu0's output: conv1's weight
+    gradient, then relu0's own gradient) is recomputed once per reader, so nothing recomputed
+    stays alive in between; the memory plan shrinks accordingly."""
+    from aotexec.debug_str import full_graph
+    from aotexec.passes.plan_memory import plan_memory
+    x = ax.sym.Variable("data")
+    for i in range(2):
+        x = ax.sym.Convolution(x, kernel=(3, 3), num_filter=4, pad=(1, 1), name=f"conv{i}")
+        x = ax.sym.Activation(ax.sym.BatchNorm(x, name=f"bn{i}"), act_type="relu", name=f"relu{i}")
+    net = ax.sym.SoftmaxOutput(ax.sym.FullyConnected(x, num_hidden=3, name="fc"), name="softmax")
+    t = bind_typing(net, {"data": (2, 3, 6, 6), "softmax_label": (2,)}, {})
+    reqs = {n: ("null" if n in ("data", "softmax_label") else "write") for n in net.list_arguments()}
+    g = build.training_plan(net, t, reqs, "dots").typing.graph
+    copies = [n for n in g.nodes if n.mirror_of is not None]
+    assert {"relu0_mirror", "relu0_mirror_1"} <= {n.name for n in copies}
+    readers: dict[int, set[int]] = {id(n): set() for n in copies}      # backward nodes reading a copy
+    for n in g.nodes:
+        for e in n.inputs:
+            if id(e.node) in readers and n.mirror_of is None:
+                readers[id(e.node)].add(id(n))
+    assert all(len(r) <= 1 for r in readers.values())
+    wrt = [n for n, r in reqs.items() if r != "null"]
+    assert plan_memory(full_graph(net, t, wrt, "dots")[1]).total_bytes < \
+        plan_memory(full_graph(net, t, wrt, "none")[1]).total_bytes

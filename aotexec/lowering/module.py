@@ -200,6 +200,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
             if (key not in early and key not in values and i not in add_to
                     and (i in physical_outputs or key not in lay.nhwc)):
                 early[key] = i
+    latest: Value | None = None        # the last value a node (not a recomputation) produced
     rng_state = None
     if any(id(n) in needed and draws_random(n, is_train) for n in typing.graph.nodes):
         rng_state = Value(f"%arg{len(params)}", (2,), np.dtype("uint64"))
@@ -224,6 +225,10 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                 if e.node.is_variable:
                     _trace(b, e.node.name, v)
                 _trace(b, monitor_input_name(node, pos), v)
+        if node.mirror_of is not None and latest is not None:
+            # a recomputation waits for the backward pass to reach it (IREE would run it as
+            # soon as its saved inputs are ready, holding the result until its late reader)
+            ins = [b.after(v, latest) if k == 0 else v for k, v in enumerate(ins)]
         rule = lay.rules.get(id(node))
         if rule is not None:
             res = lower_channels_last(b, node, rule, ins, [lay.of(e.node, e.index) for e in node.inputs],
@@ -241,6 +246,8 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
             for k, key in enumerate(monitor_output_names(node)):
                 if res[k] is not None:
                     _trace(b, key, res[k])
+        if node.mirror_of is None and res and res[0] is not None:
+            latest = res[0]
         for k, v in enumerate(res):
             if v is not None:
                 i = early.get((id(node), k))

@@ -11,9 +11,11 @@ Policies:
 - ``dots``: keep only the outputs of matrix products (JAX's ``dots_saveable``): a
   Convolution's output is kept, the BatchNorm / ReLU / add after it are recomputed,
   so a conv-BN-ReLU block saves one activation instead of two (ResNet-8 b16: 9.8 -> 5.3 MB
-  of saved activations).  Not the default: IREE 3.13 schedules the recomputation early
-  in the backward function, so its transient arena grows by about the saving
-  (docs/MEMORY.md).
+  of saved activations).  Each backward reader gets its own recomputation, placed right
+  before it (``<node>_mirror``, ``<node>_mirror_1``, ...), so no recomputed value stays
+  alive between two distant readers; the lowering makes each one wait for the backward
+  pass to reach it (``Emitter.after``), which also keeps IREE from merging the copies.
+  Not the default: it recomputes BatchNorm and ReLU in backward (MXNet's default keeps all).
 A node with ``__force_mirroring__`` is recomputed under every policy (as in MXNet);
 random ops never are, since their recomputed values would differ; the graph's outputs
 never are, since the executor keeps them anyway.
@@ -83,6 +85,7 @@ def mirror(gg: GradientGraph, policy: str) -> GradientGraph:
         return gg
     fwd = {id(n) for n in forward}
     copies: dict[int, Node] = {}          # forward node -> its mirror
+    made: dict[int, int] = {}             # forward node -> copies made so far (for names)
     rebuilt: dict[int, Node] = {}         # backward node -> its copy reading mirrors
 
     def remat(e: Entry) -> Entry:
@@ -91,8 +94,11 @@ def mirror(gg: GradientGraph, policy: str) -> GradientGraph:
             return e
         c = copies.get(id(n))
         if c is None:
-            c = copies[id(n)] = dataclasses.replace(n, name=f"{n.name}_mirror", attrs=dict(n.attrs),
-                                                    inputs=[remat(x) for x in n.inputs], control_deps=[])
+            k = made[id(n)] = made.get(id(n), 0) + 1
+            c = copies[id(n)] = dataclasses.replace(n, name=f"{n.name}_mirror" + (f"_{k - 1}" if k > 1 else ""),
+                                                    attrs=dict(n.attrs),
+                                                    inputs=[remat(x) for x in n.inputs], control_deps=[],
+                                                    mirror_of=n)
         return Entry(c, e.index)
 
     def mapped(e: Entry) -> Entry:
@@ -101,6 +107,8 @@ def mirror(gg: GradientGraph, policy: str) -> GradientGraph:
     for n in IndexedGraph(gg.heads).nodes:
         if n.op is None or id(n) in fwd:
             continue
+        if policy == "dots":
+            copies.clear()     # recompute for each reader, right before it (see module doc)
         ins = [remat(e) if id(e.node) in fwd and (n.op.name, pos) not in SHAPE_ONLY else mapped(e)
                for pos, e in enumerate(n.inputs)]
         rebuilt[id(n)] = dataclasses.replace(n, inputs=ins, control_deps=list(n.control_deps))
