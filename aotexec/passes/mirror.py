@@ -11,10 +11,12 @@ Policies:
 - ``dots``: keep only the outputs of matrix products (JAX's ``dots_saveable``): a
   Convolution's output is kept, the BatchNorm / ReLU / add after it are recomputed,
   so a conv-BN-ReLU block saves one activation instead of two (ResNet-8 b16: 9.8 -> 5.3 MB
-  of saved activations).  Each backward reader gets its own recomputation, placed right
-  before it (``<node>_mirror``, ``<node>_mirror_1``, ...), so no recomputed value stays
-  alive between two distant readers; the lowering makes each one wait for the backward
-  pass to reach it (``Emitter.after``), which also keeps IREE from merging the copies.
+  of saved activations).  Where the kept values a node is recomputed from are alive in
+  backward anyway, each backward reader gets its own recomputation, placed right before it
+  (``<node>_mirror``, ``<node>_mirror_1``, ...), so no recomputed value stays alive between
+  two distant readers (``_per_reader``); the lowering makes every recomputation wait for
+  the backward pass to reach it (``Emitter.after``), which also keeps IREE from merging
+  the copies.
   Not the default: it recomputes BatchNorm and ReLU in backward (MXNet's default keeps all).
 A node with ``__force_mirroring__`` is recomputed under every policy (as in MXNet);
 random ops never are, since their recomputed values would differ; the graph's outputs
@@ -84,7 +86,10 @@ def mirror(gg: GradientGraph, policy: str) -> GradientGraph:
     if all(kept(n) for n in forward):
         return gg
     fwd = {id(n) for n in forward}
-    copies: dict[int, Node] = {}          # forward node -> its mirror
+    backward = [n for n in IndexedGraph(gg.heads).nodes if n.op is not None and id(n) not in fwd]
+    per_reader = _per_reader(policy, backward, fwd, kept)
+    shared: dict[int, Node] = {}          # forward node -> its mirror
+    local: dict[int, Node] = {}           # the same, for the backward node being rebuilt
     made: dict[int, int] = {}             # forward node -> copies made so far (for names)
     rebuilt: dict[int, Node] = {}         # backward node -> its copy reading mirrors
 
@@ -92,6 +97,7 @@ def mirror(gg: GradientGraph, policy: str) -> GradientGraph:
         n = e.node
         if kept(n):
             return e
+        copies = local if id(n) in per_reader else shared
         c = copies.get(id(n))
         if c is None:
             k = made[id(n)] = made.get(id(n), 0) + 1
@@ -104,16 +110,47 @@ def mirror(gg: GradientGraph, policy: str) -> GradientGraph:
     def mapped(e: Entry) -> Entry:
         return Entry(rebuilt.get(id(e.node), e.node), e.index)
 
-    for n in IndexedGraph(gg.heads).nodes:
-        if n.op is None or id(n) in fwd:
-            continue
-        if policy == "dots":
-            copies.clear()     # recompute for each reader, right before it (see module doc)
+    for n in backward:
+        local.clear()
         ins = [remat(e) if id(e.node) in fwd and (n.op.name, pos) not in SHAPE_ONLY else mapped(e)
                for pos, e in enumerate(n.inputs)]
         rebuilt[id(n)] = dataclasses.replace(n, inputs=ins, control_deps=list(n.control_deps))
     return GradientGraph(list(gg.forward_heads), {k: mapped(e) for k, e in gg.grad_heads.items()},
                          {k: mapped(e) for k, e in gg.aux_updates.items()}, dict(gg.head_grad_vars))
+
+
+def _per_reader(policy: str, backward: list[Node], fwd: set[int], kept: Callable[[Node], bool]) -> set[int]:
+    """Forward nodes that ``dots`` recomputes once per backward reader rather than once.
+
+    A copy shared by two distant readers stays alive in between; a copy per reader does not,
+    but keeps the kept values it is recomputed from alive until the last reader. So a node
+    is recomputed per reader when those kept values are read by backward anyway (ResNet's
+    conv outputs, which BatchNorm's gradient reads; not LeNet's, which only the recomputed
+    tanh reads)."""
+    if policy != "dots":
+        return set()
+    read = {id(e.node) for n in backward for pos, e in enumerate(n.inputs)
+            if id(e.node) in fwd and (n.op.name, pos) not in SHAPE_ONLY}
+
+    def leaves(n: Node, seen: set[int]) -> set[int]:
+        if kept(n):
+            return set() if n.op is None else {id(n)}       # variables are alive anyway
+        if id(n) in seen:
+            return set()
+        seen.add(id(n))
+        return set().union(*(leaves(e.node, seen) for e in n.inputs)) if n.inputs else set()
+
+    out = set()
+    for n in {id(e.node): e.node for b in backward for e in b.inputs if id(e.node) in fwd}.values():
+        stack = [n]
+        while stack:
+            m = stack.pop()
+            if kept(m) or id(m) in out:
+                continue
+            if all(leaf in read for leaf in leaves(m, set())):
+                out.add(id(m))
+            stack.extend(e.node for e in m.inputs)
+    return out
 
 
 def mirrored_typing(gg: GradientGraph, policy: str, shapes: dict, dtypes: dict) -> tuple[GradientGraph, Typing]:
