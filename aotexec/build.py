@@ -122,7 +122,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
     funcs = []
     if "forward_infer" in modes:
         funcs.append(lower("forward_infer", typing, variables, heads, monitor=monitor, output_args=planned,
-                                    layouts=fwd_lay))
+                           layouts=fwd_lay))
         spec.entries["forward_infer"] = _sig("forward_infer", typing, variables, var_names, heads,
                                              [e.name for e in heads], output_args=planned,
                                              rng=uses_rng(typing, heads, variables, False))
@@ -153,8 +153,8 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
             outs = list(heads) + plan.residuals
             kept = range(len(heads), len(outs))          # residuals stay in their (channels-last) layout
             funcs.append(lower("forward_train", t, fvars, outs, is_train=True, monitor=monitor,
-                                        output_args=planned, layouts=lay, physical_outputs=kept,
-                                        alias_early=range(len(outs))))
+                               output_args=planned, layouts=lay, physical_outputs=kept,
+                               alias_early=range(len(outs))))
             spec.entries["forward_train"] = _sig("forward_train", t, fvars, var_names, outs, out_names + res_names,
                                                  rng=uses_rng(t, outs, fvars, True), output_args=planned,
                                                  lay=lay, physical_outputs=kept)
@@ -163,7 +163,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
             outs = grad_entries + aux_entries
             add_to = [plan.wrt.index(n) for n in plan.add]
             funcs.append(lower("backward", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor,
-                                        output_args=planned, layouts=lay))
+                               output_args=planned, layouts=lay))
             spec.entries["backward"] = _sig("backward", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                             var_names + res_names + hg_names + old_names,
                                             outs, grad_names + aux_names, rng=uses_rng(t, outs, ins, True),
@@ -174,7 +174,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
             outs = list(heads) + grad_entries + aux_entries
             add_to = [len(heads) + plan.wrt.index(n) for n in plan.add]
             funcs.append(lower("train_step", t, ins, outs, is_train=True, add_to=add_to, monitor=monitor,
-                                        output_args=planned, layouts=lay))
+                               output_args=planned, layouts=lay))
             spec.entries["train_step"] = _sig("train_step", t, ins + [plan.gg.grad_heads[n] for n in plan.add],
                                               var_names + hg_names + old_names, outs,
                                               out_names + grad_names + aux_names, rng=uses_rng(t, outs, ins, True),

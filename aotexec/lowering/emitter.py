@@ -289,7 +289,7 @@ class Emitter:
         keeps all their results alive together; this orders work without ending the
         execution region (``fence`` does).  The predicate ``dep[0] > +inf`` is false for
         every value, NaN included, so the select returns ``x`` bit for bit."""
-        first = self.reshape(self.slice(dep, (0,) * dep.ndim, (1,) * dep.ndim), ())
+        first = self.convert(self.reshape(self.slice(dep, (0,) * dep.ndim, (1,) * dep.ndim), ()), "float32")
         never = self.broadcast_in_dim(self.compare(first, float("inf"), "GT"), x.shape, ())
         return self.select(never, self.full_like(x, 0.0), x)
 

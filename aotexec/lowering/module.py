@@ -228,7 +228,9 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
         if node.mirror_of is not None and latest is not None:
             # a recomputation waits for the backward pass to reach it (IREE would run it as
             # soon as its saved inputs are ready, holding the result until its late reader)
-            ins = [b.after(v, latest) if k == 0 else v for k, v in enumerate(ins)]
+            k = next((k for k, v in enumerate(ins) if v.name != "%unused"), None)
+            if k is not None:
+                ins[k] = b.after(ins[k], latest)
         rule = lay.rules.get(id(node))
         if rule is not None:
             res = lower_channels_last(b, node, rule, ins, [lay.of(e.node, e.index) for e in node.inputs],

@@ -140,16 +140,17 @@ def _per_reader(policy: str, backward: list[Node], fwd: set[int], kept: Callable
         seen.add(id(n))
         return set().union(*(leaves(e.node, seen) for e in n.inputs)) if n.inputs else set()
 
-    out = set()
-    for n in {id(e.node): e.node for b in backward for e in b.inputs if id(e.node) in fwd}.values():
-        stack = [n]
-        while stack:
-            m = stack.pop()
-            if kept(m) or id(m) in out:
-                continue
-            if all(leaf in read for leaf in leaves(m, set())):
-                out.add(id(m))
-            stack.extend(e.node for e in m.inputs)
+    out: set[int] = set()
+    visited: set[int] = set()
+    stack = [e.node for b in backward for e in b.inputs if id(e.node) in fwd]
+    while stack:
+        m = stack.pop()
+        if kept(m) or id(m) in visited:
+            continue
+        visited.add(id(m))
+        if all(leaf in read for leaf in leaves(m, set())):
+            out.add(id(m))
+        stack.extend(e.node for e in m.inputs)
     return out
 
 
