@@ -38,13 +38,18 @@ def test_convolution_configs():
         S.Convolution(V("x4"), kernel=(3,), stride=(2,), pad=(2,), num_filter=2, name="c4"),
         S.Convolution(V("x5"), kernel=(2, 2, 2), stride=(1, 2, 1), num_filter=2, name="c5"),
         S.Convolution(V("x6"), kernel=(1, 1), pad=(1, 1), stride=(2, 2), num_filter=1, no_bias=True, name="c6"),
+        # one input channel (the shifted-sum lowering); batch 1 makes the weight gradient one too
+        S.Convolution(V("x7"), kernel=(5, 5), pad=(1, 1), num_filter=2, name="c7"),
+        S.Convolution(V("x8"), kernel=(3, 3), stride=(2, 2), num_filter=2, name="c8"),
     ]
     loc = {"x1": r(1, 2, 5, 5), "c1_weight": r(2, 2, 3, 3), "c1_bias": r(2),
            "x2": r(1, 2, 6, 5), "c2_weight": r(2, 2, 2, 2),
            "x3": r(1, 4, 3, 3), "c3_weight": r(4, 2, 3, 3), "c3_bias": r(4),
            "x4": r(2, 2, 6), "c4_weight": r(2, 2, 3), "c4_bias": r(2),
            "x5": r(1, 1, 3, 4, 3), "c5_weight": r(2, 1, 2, 2, 2), "c5_bias": r(2),
-           "x6": r(1, 2, 3, 4), "c6_weight": r(1, 2, 1, 1)}
+           "x6": r(1, 2, 3, 4), "c6_weight": r(1, 2, 1, 1),
+           "x7": r(2, 1, 6, 7), "c7_weight": r(2, 1, 5, 5), "c7_bias": r(2),
+           "x8": r(1, 1, 7, 7), "c8_weight": r(2, 1, 3, 3), "c8_bias": r(2)}
     check(outs, loc)
 
 

@@ -148,6 +148,24 @@ def test_convolution_configs(ctx):
 
 
 @pytest.mark.parametrize("ctx", CONTEXTS)
+def test_one_channel_convolutions(ctx):
+    """One input channel: the shifted-sum lowering (5x5: three partial sums; strided, padded
+    and dilated windows)."""
+    d1, d2 = ax.sym.var("d1"), ax.sym.var("d2")
+    net = ax.sym.Group([
+        ax.sym.Convolution(d1, kernel=(5, 5), num_filter=4, name="c1"),
+        ax.sym.Convolution(d2, kernel=(3, 2), num_filter=3, stride=(2, 1), pad=(1, 2), dilate=(2, 1),
+                           no_bias=True, name="c2"),
+    ])
+    a = {"d1": randn(3, 1, 9, 8), "c1_weight": randn(4, 1, 5, 5), "c1_bias": randn(4),
+         "d2": randn(2, 1, 7, 6), "c2_weight": randn(3, 1, 3, 2)}
+    check(run(net, a, ctx), [
+        conv_ref(a["d1"], a["c1_weight"], a["c1_bias"]),
+        conv_ref(a["d2"], a["c2_weight"], None, (2, 1), (1, 2), (2, 1)),
+    ])
+
+
+@pytest.mark.parametrize("ctx", CONTEXTS)
 def test_deconvolution_configs(ctx):
     d1, d2, d3, d4 = (ax.sym.var(f"d{i}") for i in range(1, 5))
     net = ax.sym.Group([
@@ -331,10 +349,11 @@ def test_convolution_and_deconvolution_text():
     assert "lhs_dilation = array<i64: 2, 2>" in conv and "padding = dense<[[1, 2], [1, 1]]>" in conv
     assert "-> tensor<1x8x7x2xf32>" in conv
 
-    # one input channel: patches as a matmul (im2col), no convolution op at all
+    # one input channel: a sum of 25 shifted windows in three fused groups, no convolution or matmul
     text = _stablehlo(ax.sym.Convolution(x, kernel=(5, 5), num_filter=3, name="c1"),
                       {"x": (2, 1, 9, 9), "c1_weight": (3, 1, 5, 5), "c1_bias": (3,)})
-    assert '"stablehlo.convolution"' not in text and '"stablehlo.dot_general"' in text
+    assert '"stablehlo.convolution"' not in text and '"stablehlo.dot_general"' not in text
+    assert text.count('"stablehlo.multiply"') == 25 and text.count('"stablehlo.optimization_barrier"') == 2
 
 
 def test_pooling_text_full_convention_pads_high_side():
