@@ -368,7 +368,7 @@ class Emitter:
 
         LeNet's conv1 (5x5, 1->20, batch 64) on IREE 3.13: im2col + matmul 4.0 ms with a
         3.7 MB patch matrix and its copy in the transient arena; a convolution op 7.2 ms;
-        this sum 2.3 ms.  Left alone, IREE splits a 25-term sum into independent partial
+        this sum 1.7-2.4 ms.  Left alone, IREE splits a 25-term sum into independent partial
         sums, all alive at once (4 x 2.95 MB); a barrier after every ``SHIFTED_SUM_GROUP``
         terms makes each partial sum the next one's input instead (groups of 13: one 2.95 MB
         partial in the arena; groups of 9: IREE updates the partial sums in place, and
@@ -394,9 +394,9 @@ class Emitter:
         return acc
 
     def _conv_im2col(self, x: Value, w: Value, out_shape, stride, pad, dilation) -> Value:
-        """Few input channels (LeNet's first layer: 1): patches as one matmul (im2col).
+        """Two to four input channels: patches as one matmul (im2col).
 
-        A 1-channel 5x5 convolution ran at ~5 GFLOP/s as a convolution in IREE 3.13;
+        Few-channel convolutions ran at ~5 GFLOP/s as convolutions in IREE 3.13;
         as (N*OH*OW, C*K) x (C*K, O) it is a well-tiled matmul."""
         n, c = x.shape[:2]
         o, _, kh, kw = w.shape
