@@ -102,6 +102,11 @@ def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: b
                       output_args=output_args)
 
 
+def _split_reductions(opts: CompileOptions) -> bool:
+    """Every reduction its own dispatch: Vulkan (``Emitter.reduce`` says why)."""
+    return opts.target == "vulkan-spirv"
+
+
 def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, str] | None = None,
                  mirror: bool | str | None = "none", monitor: str | None = None,
                  channels_last: bool = False, split_reductions: bool = False) -> tuple[str, ProgramSpec]:
@@ -226,7 +231,7 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
     stats["misses"] += 1
     check_target_dtypes(typing, opts.target)
     text, spec = entry_points(symbol, typing, modes, reqs, mirror, monitor, channels_last=opts.target == "llvm-cpu",
-                              split_reductions=opts.target == "vulkan-spirv")
+                              split_reductions=_split_reductions(opts))
     verify_mlir(text)
     vmfb = compile_mlir(text, opts, use_cache=use_cache)
     if memo:
@@ -328,7 +333,7 @@ def compile_segments(segments: list[Segment], typing: Typing, is_train: bool, cp
         funcs = []
         for seg in segs:
             funcs.append(lower_function(seg.name, typing, seg.inputs, seg.outputs, is_train=is_train,
-                                        split_reductions=opts.target == "vulkan-spirv"))
+                                        split_reductions=_split_reductions(opts)))
             spec.entries[seg.name] = _sig(seg.name, typing, seg.inputs, [e.name for e in seg.inputs],
                                           seg.outputs, [e.name for e in seg.outputs],
                                           rng=uses_rng(typing, seg.outputs, seg.inputs, is_train))

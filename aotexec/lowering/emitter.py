@@ -293,6 +293,14 @@ class Emitter:
         never = self.broadcast_in_dim(self.compare(first, float("inf"), "GT"), x.shape, ())
         return self.select(never, self.full_like(x, 0.0), x)
 
+    def alias(self, v: Value, storage: str) -> Value:
+        """``v`` bound to the caller's buffer view ``storage`` (``hal.tensor.alias``): IREE
+        writes it there where it is computed, and later readers read it from there."""
+        out = self.fresh("stored")
+        self.lines.append(f'{self.indent}{out} = hal.tensor.alias {v.name} : {v.type} to {storage} : '
+                          f'!hal.buffer_view loc("{self.loc}")')
+        return Value(out, v.shape, v.dtype)
+
     def fence(self, v: Value) -> Value:
         """``v`` behind an optimization barrier (IREE 3.13 folds layout transposes into a
         convolution's operands, giving the slow NCHW form, unless fenced).

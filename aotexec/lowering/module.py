@@ -255,10 +255,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                 i = early.get((id(node), k))
                 if i is not None:
                     b.loc = node.name
-                    alias = b.fresh("stored")
-                    b.lines.append(f'{b.indent}{alias} = hal.tensor.alias {v.name} : {v.type} to %out{i} : '
-                                   f'!hal.buffer_view loc("{b.loc}")')
-                    v = Value(alias, v.shape, v.dtype)
+                    v = b.alias(v, f"%out{i}")
                 values[(id(node), k)] = v
     results = []
     for i, e in enumerate(outputs):
