@@ -53,6 +53,18 @@ def test_convolution_configs():
     check(outs, loc)
 
 
+@pytest.mark.parametrize("data_grad", [True, False])
+def test_convolution_fenced_gradients(data_grad):
+    """5x5 kernels with more than four channels take the fenced NHWC convolution for the
+    data and weight gradients, and the bias gradient reads the fenced copy of the output
+    gradient (``Emitter.reduce``); without the data gradient, only the weight one reads it."""
+    rng = np.random.default_rng(2)
+    r = lambda *s: rng.uniform(-1, 1, s)  # noqa: E731
+    out = S.Convolution(V("x"), kernel=(5, 5), pad=(1, 1), num_filter=6, name="c")
+    loc = {"x": r(6, 5, 7, 8), "c_weight": r(6, 5, 5, 5), "c_bias": r(6)}
+    check([out], loc, grad_nodes=None if data_grad else ["c_weight", "c_bias"])
+
+
 def test_deconvolution_configs():
     rng = np.random.default_rng(1)
     r = lambda *s: rng.uniform(-1, 1, s)  # noqa: E731

@@ -356,6 +356,26 @@ def test_convolution_and_deconvolution_text():
     assert text.count('"stablehlo.multiply"') == 25 and text.count('"stablehlo.optimization_barrier"') == 2
 
 
+def test_convolution_backward_text_reads_fenced_gradient_once():
+    """LeNet's conv1 backward, data gradient not wanted: no data-gradient convolution is
+    emitted, and the bias gradient sums the fenced layout copy the weight gradient makes of
+    the output gradient, so IREE need not store that gradient twice (docs/MEMORY.md)."""
+    from aotexec import build
+    x = ax.sym.var("data")
+    sym = ax.sym.sum(ax.sym.Convolution(x, kernel=(5, 5), num_filter=6, name="c"))
+    typing = infer(sym._graph, {"data": (8, 2, 12, 12)}, {"data": np.float32})
+    reqs = {"data": "null", "c_weight": "write", "c_bias": "write"}
+    text, _ = build.entry_points(sym, typing, ["backward"], reqs)
+    lines = text.splitlines()
+    assert sum('"stablehlo.convolution"' in ln for ln in lines) == 1
+    barriers = {ln.split(" = ")[0].strip() for ln in lines if '"stablehlo.optimization_barrier"' in ln}
+    (reduce,) = [ln for ln in lines if '"stablehlo.reduce"' in ln]       # the bias gradient
+    assert reduce.split('"stablehlo.reduce"(')[1].split(",")[0] in barriers, reduce
+    reqs["data"] = "write"     # both gradients: two convolutions
+    text, _ = build.entry_points(sym, typing, ["backward"], reqs)
+    assert text.count('"stablehlo.convolution"') == 2
+
+
 def test_pooling_text_full_convention_pads_high_side():
     x = ax.sym.var("x")
     text = _stablehlo(ax.sym.Pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="avg",

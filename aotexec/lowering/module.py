@@ -37,11 +37,18 @@ class LowerCtx:
     rng_state: Value | None = None     # tensor<2xui64> (seed, call counter); random ops in training
     node_index: int = 0                # position in the graph: distinct random streams per node
     extra: dict[str, Any] = field(default_factory=dict)
+    unused: frozenset[int] = frozenset()   # outputs nothing in the entry point reads
+
+    def wants(self, k: int) -> bool:
+        """Whether output ``k`` is read: a rule may skip computing the others (IREE would drop
+        them too, but a skipped value cannot keep a shared intermediate alive)."""
+        return k not in self.unused
 
 
 def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_train: bool,
                rng_state: Value | None = None, params: Any = None,
-               out_shapes: list[tuple[int, ...]] | None = None) -> list[Value | None]:
+               out_shapes: list[tuple[int, ...]] | None = None, unused: frozenset[int] = frozenset()
+               ) -> list[Value | None]:
     """``params`` / ``out_shapes`` override the node's (channels-last lowering: physical shapes)."""
     g = typing.graph
     nid = g.nid(node)
@@ -52,7 +59,7 @@ def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_t
                            f"it cannot be compiled.\n  {node.format()}")
     b.loc = node.name
     ctx = LowerCtx(b, node, [v.shape for v in inputs], out_shapes, out_dtypes, is_train,
-                   rng_state=rng_state, node_index=nid)
+                   rng_state=rng_state, node_index=nid, unused=unused)
     if node.op.forward_op is not None:
         fwd = node.control_deps[0]
         ctx.fwd_in_shapes = [tuple(typing.shape_of(e)) for e in fwd.inputs]
@@ -192,6 +199,8 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
         arg_values.append(v)
         params.append(f"{v.name}: {v.type}")
     needed = _needed_nodes(outputs, values)
+    read = {(id(e.node), e.index) for e in outputs} | {
+        (id(e.node), e.index) for n in typing.graph.nodes if id(n) in needed for e in n.inputs}
     early: dict[tuple[int, int], int] = {}
     if output_args:
         for i in alias_early:
@@ -238,7 +247,9 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
         else:
             b.loc = node.name
             ins = [as_nchw((id(e.node), e.index), v) for e, v in zip(node.inputs, ins)]
-            res = lower_node(b, node, ins, typing, is_train, rng_state)
+            res = lower_node(b, node, ins, typing, is_train, rng_state,
+                             unused=frozenset() if monitor else  # a monitor sees every output
+                             frozenset(k for k in range(node.num_outputs) if (id(node), k) not in read))
         if monitor:
             # one dispatch per node, like MXNet without op bulking; tracing a value that is
             # fused into its consumer miscompiles in IREE 3.13 (workgroup distribution error)

@@ -774,8 +774,8 @@ def _conv_grad(ctx, p: ConvolutionParam, g, x, w):
     """[d data (a transposed convolution of g), d weight, d bias]."""
     b = ctx.b
     stride, dilate, pad = p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
-    dx = transposed_conv(b, g, w, x.shape, p.kernel, stride, dilate, pad, p.num_group)
-    dw = _conv_weight_grad(b, x, g, p.kernel, stride, dilate, pad, p.num_group)
+    dx = transposed_conv(b, g, w, x.shape, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(0) else None
+    dw = _conv_weight_grad(b, x, g, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(1) else None
     return [dx, dw] if p.no_bias else [dx, dw, _channel_sum(b, g)]
 
 
@@ -793,9 +793,9 @@ def _deconv_grad(ctx, p: DeconvolutionParam, g, x, w):
     b = ctx.b
     stride, dilate = p.spatial("stride", 1), p.spatial("dilate", 1)
     pad = _deconv_pad(p, x.shape[2:])
-    dx = _deconv_data_grad(b, g, w, x.shape, p.kernel, stride, dilate, pad, p.num_group)
+    dx = _deconv_data_grad(b, g, w, x.shape, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(0) else None
     # y[o*s + j*d - q] += x[i] w[j]: the weight gradient of a convolution of g by x
-    dw = _conv_weight_grad(b, g, x, p.kernel, stride, dilate, pad, p.num_group)
+    dw = _conv_weight_grad(b, g, x, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(1) else None
     return [dx, dw] if p.no_bias else [dx, dw, _channel_sum(b, g)]
 
 
