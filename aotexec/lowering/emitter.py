@@ -366,24 +366,27 @@ class Emitter:
         (so ``w.reshape(O, C*KH*KW)`` lines up)."""
         n, c = x.shape[:2]
         oh, ow = out_hw
-        cols = [self.reshape(sl, (n, c, 1, oh, ow)) for sl in self.windows(x, kernel, stride, pad, dilation, out_hw)]
+        wins = self.windows(self.pad_spatial(x, pad), kernel, stride, dilation, out_hw)
+        cols = [self.reshape(sl, (n, c, 1, oh, ow)) for sl in wins]
         patches = self.concatenate(cols, 2)                                    # (N, C, K, OH, OW)
         return self.reshape(self.transpose(patches, (0, 3, 4, 1, 2)), (n * oh * ow, c * kernel[0] * kernel[1]))
 
-    def windows(self, x: Value, kernel: Sequence[int], stride: Sequence[int], pad: Sequence[tuple[int, int]],
-                dilation: Sequence[int], out_hw: Sequence[int]) -> list[Value]:
-        """For each kernel offset (i, j), row-major: the (N, C, OH, OW) slice of the padded 2-D
-        NCHW input that the offset's weights multiply."""
-        n, c = x.shape[:2]
-        oh, ow = out_hw
-        xp = self.pad(x, 0.0, (0, 0, pad[0][0], pad[1][0]), (0, 0, pad[0][1], pad[1][1]))
+    def windows(self, xp: Value, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
+                out_hw: Sequence[int], spatial: tuple[int, int] = (2, 3)) -> list[Value]:
+        """For each kernel offset (i, j), row-major: the slice of the padded 2-D input ``xp``
+        (spatial axes ``spatial``: (2, 3) NCHW, (1, 2) NHWC) that the offset's weights multiply."""
         out = []
         for i in range(kernel[0]):
             for j in range(kernel[1]):
-                h0, w0 = i * dilation[0], j * dilation[1]
-                out.append(self.slice(xp, (0, 0, h0, w0), (n, c, h0 + (oh - 1) * stride[0] + 1,
-                                                           w0 + (ow - 1) * stride[1] + 1), (1, 1, stride[0], stride[1])))
+                start, limit, step = [0] * xp.ndim, list(xp.shape), [1] * xp.ndim
+                for axis, k, o, s, d in zip(spatial, (i, j), out_hw, stride, dilation):
+                    start[axis], limit[axis], step[axis] = k * d, k * d + (o - 1) * s + 1, s
+                out.append(self.slice(xp, start, limit, step))
         return out
+
+    def pad_spatial(self, x: Value, pad: Sequence[tuple[int, int]]) -> Value:
+        """NCHW ``x`` zero-padded by ``pad`` ((low, high) per spatial axis)."""
+        return self.pad(x, 0.0, (0, 0) + tuple(lo for lo, _ in pad), (0, 0) + tuple(hi for _, hi in pad))
 
     # terms per fused partial sum (two operands each, input window and weight column; IREE
     # fuses at most 32 operands into one elementwise op)
@@ -408,7 +411,7 @@ class Emitter:
         groups = -(-kh * kw // self.SHIFTED_SUM_GROUP)
         size = -(-kh * kw // groups)            # balanced: 25 terms -> 9 + 9 + 7
         acc = None
-        for k, win in enumerate(self.windows(x, (kh, kw), stride, pad, dilation, (oh, ow))):
+        for k, win in enumerate(self.windows(self.pad_spatial(x, pad), (kh, kw), stride, dilation, (oh, ow))):
             win = self.broadcast_in_dim(self.reshape(win, (n, oh, ow)), out_shape, (0, 2, 3))
             col = self.broadcast_in_dim(self.reshape(self.slice(wc, (0, k), (o, k + 1)), (o,)), out_shape, (1,))
             term = self.mul(win, col)

@@ -28,6 +28,7 @@ from .emitter import Emitter, Value
 
 TO_NHWC = (0, 2, 3, 1)      # logical NCHW axes in physical order
 TO_NCHW = (0, 3, 1, 2)
+NHWC_SPATIAL = (1, 2)       # H, W axes of a channels-last value
 
 # elementwise ops over same-shape operands: layout-agnostic, so NHWC in, NHWC out
 # (canonical names: the registry resolves aliases such as ElementWiseSum -> add_n)
@@ -155,8 +156,8 @@ def conv(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | None, ou
     c = x.shape[3]
     kernel, stride, dilate, pad = p.kernel, p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
     if c <= 4:
-        cols = _offset_slices(b, b.pad(x, 0.0, (0, pad[0], pad[1], 0), (0, pad[0], pad[1], 0)),
-                              kernel, stride, dilate, (oh, ow))
+        cols = b.windows(b.pad(x, 0.0, (0, pad[0], pad[1], 0), (0, pad[0], pad[1], 0)),
+                         kernel, stride, dilate, (oh, ow), spatial=NHWC_SPATIAL)
         patches = b.concatenate([b.reshape(s, (n, oh, ow, 1, c)) for s in cols], 3)
         patches = b.reshape(patches, (n * oh * ow, len(cols) * c))
         wm = b.reshape(b.transpose(w, (2, 3, 1, 0)), (len(cols) * c, o))       # rows (kh, kw, c)
@@ -166,20 +167,6 @@ def conv(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | None, ou
     if bias is not None:
         y = b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
     return y
-
-
-def _offset_slices(b: Emitter, xp: Value, kernel, stride, dilate, out_hw) -> list[Value]:
-    """For each kernel offset (i, j), row-major: the (N, OH, OW, C) window-corner slice of
-    the padded channels-last input."""
-    n, _, _, c = xp.shape
-    oh, ow = out_hw
-    out = []
-    for i in range(kernel[0]):
-        for j in range(kernel[1]):
-            h0, w0 = i * dilate[0], j * dilate[1]
-            out.append(b.slice(xp, (0, h0, w0, 0), (n, h0 + (oh - 1) * stride[0] + 1, w0 + (ow - 1) * stride[1] + 1, c),
-                               (1, stride[0], stride[1], 1)))
-    return out
 
 
 def conv_grad(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value, x_logical) -> list[Value]:
@@ -210,7 +197,7 @@ def conv_grad(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value, x_logic
     # packing. ResNet-8 b16's backward arena 15.4 -> 7.9 MB, same speed (ordering the
     # offsets a kernel row at a time helped before the fusion, and changes nothing after it).
     parts = [b.reshape(b.dot_general(g, b.after(s, g), contract=([0, 1, 2], [0, 1, 2])), (o, c, 1))
-             for s in _offset_slices(b, xp, kernel, stride, dilate, (oh, ow))]
+             for s in b.windows(xp, kernel, stride, dilate, (oh, ow), spatial=NHWC_SPATIAL)]
     dw = b.reshape(b.concatenate(parts, 2), (o, c) + tuple(kernel))
     out = [dx, dw]
     if not p.no_bias:

@@ -132,13 +132,24 @@ def _per_reader(policy: str, backward: list[Node], fwd: set[int], kept: Callable
     read = {id(e.node) for n in backward for pos, e in enumerate(n.inputs)
             if id(e.node) in fwd and (n.op.name, pos) not in SHAPE_ONLY}
 
-    def leaves(n: Node, seen: set[int]) -> set[int]:
-        if kept(n):
-            return set() if n.op is None else {id(n)}       # variables are alive anyway
-        if id(n) in seen:
-            return set()
-        seen.add(id(n))
-        return set().union(*(leaves(e.node, seen) for e in n.inputs)) if n.inputs else set()
+    memo: dict[int, frozenset[int]] = {}
+
+    def leaves(root: Node) -> frozenset[int]:
+        """The kept op nodes ``root`` is recomputed from (memoized, iterative: compile time
+        stays linear in the graph and deep chains need no recursion)."""
+        stack = [(root, False)]
+        while stack:
+            n, ready = stack.pop()
+            if id(n) in memo:
+                continue
+            if kept(n):
+                memo[id(n)] = frozenset() if n.op is None else frozenset((id(n),))   # variables live anyway
+            elif ready:
+                memo[id(n)] = frozenset().union(*(memo[id(e.node)] for e in n.inputs))
+            else:
+                stack.append((n, True))
+                stack.extend((e.node, False) for e in n.inputs if id(e.node) not in memo)
+        return memo[id(root)]
 
     out: set[int] = set()
     visited: set[int] = set()
@@ -148,7 +159,7 @@ def _per_reader(policy: str, backward: list[Node], fwd: set[int], kept: Callable
         if kept(m) or id(m) in visited:
             continue
         visited.add(id(m))
-        if all(leaf in read for leaf in leaves(m, set())):
+        if all(leaf in read for leaf in leaves(m)):
             out.add(id(m))
         stack.extend(e.node for e in m.inputs)
     return out
