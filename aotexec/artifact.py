@@ -7,6 +7,8 @@ Layout::
                        dtypes) and, for a training artifact, the grad_req it was built for
     symbol.json        the MXNet symbol
     <target>.vmfb      one IREE module per target
+    llvm-cpu.resident.vmfb   forward_infer reading the parameters as IREE parameters
+                       (inference executors, ``runtime.program.Program.bind_parameters``)
     params.npz         optional; numpy archive read with allow_pickle=False
 
 Writing needs the compiler (``ax.compile``); reading (``ax.load``) needs only
@@ -26,11 +28,12 @@ import numpy as np
 
 from .base import AotexecError
 from .runtime.context import Context, current_context
-from .runtime.program import Program, ProgramSpec
+from .runtime.program import Program, ProgramSpec, resident_allowed
 
 FORMAT_VERSION = 2   # 2: shape variants, planned-buffer ABI (iree.abi.output)
 MANIFEST = "manifest.json"
 TARGET_FILES = {"llvm-cpu": "llvm-cpu.vmfb", "vulkan-spirv": "vulkan-spirv.vmfb", "cuda": "cuda.vmfb"}
+RESIDENT = "llvm-cpu-resident"   # a variant's forward_infer with resident parameters (optional file)
 
 
 def _sha256(path: Path) -> str:
@@ -118,10 +121,15 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
                          + (f" for {v}" if len(variants_in) > 1 else ""))
             vmfb, spec = build.compile_program(symbol, typing, modes, opts, reqs=reqs if train else None)
             fname = TARGET_FILES[target] if k == 0 else TARGET_FILES[target].replace(".vmfb", f".v{k}.vmfb")
-            (out_dir / fname).write_bytes(vmfb)
-            variant["files"][target] = {"file": fname, "sha256": hashlib.sha256(vmfb).hexdigest(),
-                                        "bytes": len(vmfb)}
+            variant["files"][target] = _write(out_dir / fname, vmfb)
             variant["entry_points"] = spec.to_json()
+            if build.resident_enabled(opts):
+                # inference executors keep their parameters resident (docs/ARCHITECTURE.md); such a
+                # module needs them at load, so it is a file of its own
+                vmfb, spec = build.compile_program(symbol, typing, ["forward_infer"], opts,
+                                                   resident=build.resident_parameters(symbol, typing))
+                variant["files"][RESIDENT] = _write(out_dir / fname.replace(".vmfb", ".resident.vmfb"), vmfb)
+                variant["resident_entry_points"] = spec.to_json()
         manifest["variants"].append(variant)
     if params is not None:
         arrays = _params_to_numpy(params, symbol)
@@ -130,6 +138,11 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
         manifest["params"] = {"file": path.name, "sha256": _sha256(path), "names": sorted(arrays)}
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return load(out_dir)
+
+
+def _write(path: Path, vmfb: bytes) -> dict[str, Any]:
+    path.write_bytes(vmfb)
+    return {"file": path.name, "sha256": hashlib.sha256(vmfb).hexdigest(), "bytes": len(vmfb)}
 
 
 def _params_to_numpy(params: Any, symbol) -> dict[str, np.ndarray]:
@@ -159,7 +172,9 @@ class Artifact:
         self.symbol = load_json((path / manifest["symbol"]).read_text())
         self.variants = manifest["variants"]
         self.specs = [ProgramSpec.from_json(v["entry_points"]) for v in self.variants]
-        self._programs: dict[tuple[Context, int], Program] = {}
+        self.resident_specs = [ProgramSpec.from_json(v["resident_entry_points"]) if RESIDENT in v["files"] else None
+                               for v in self.variants]
+        self._programs: dict[tuple[Context, int, bool], Program] = {}
         self.arg_params: dict[str, np.ndarray] = {}
         self.aux_params: dict[str, np.ndarray] = {}
         if manifest.get("params"):
@@ -183,11 +198,12 @@ class Artifact:
     def variant_shapes(self, k: int) -> dict[str, tuple[int, ...]]:
         return {n: tuple(v) for n, v in self.variants[k]["shapes"].items()}
 
-    def program(self, ctx: Context, variant: int = 0) -> Program:
-        prog = self._programs.get((ctx, variant))
+    def program(self, ctx: Context, variant: int = 0, resident: bool = False) -> Program:
+        """``resident``: the variant's inference-only module with resident parameters."""
+        prog = self._programs.get((ctx, variant, resident))
         if prog is None:
             target = ctx.target
-            rec = self.variants[variant]["files"].get(target)
+            rec = self.variants[variant]["files"].get(RESIDENT if resident else target)
             if rec is None:
                 raise AotexecError(f"artifact {self.path} has no module for {ctx} (target {target}); "
                                    f"it was compiled for: {', '.join(self.targets)}")
@@ -197,7 +213,8 @@ class Artifact:
                 check_cpu_compatible(cpu.get("features"), cpu.get("cpu") or "host",
                                      host_cpu=cpu.get("host_cpu"), triple=cpu.get("triple"))
             vmfb = (self.path / rec["file"]).read_bytes()
-            prog = self._programs[(ctx, variant)] = Program(ctx, vmfb, self.specs[variant])
+            spec = self.resident_specs[variant] if resident else self.specs[variant]
+            prog = self._programs[(ctx, variant, resident)] = Program(ctx, vmfb, spec)
         return prog
 
     @property
@@ -234,7 +251,9 @@ class Artifact:
                     set(built or {})) if (reqs or {}).get(n) != (built or {}).get(n)}
             raise AotexecError(f"artifact {self.path} was compiled for another grad_req: {diff}; bind with the "
                                "grad_req it was compiled for (the default) or recompile")
-        return self.program(ctx, k)
+        resident = (list(modes) == ["forward_infer"] and all(r == "null" for r in (reqs or {}).values())
+                    and ctx.target == "llvm-cpu" and self.resident_specs[k] is not None and resident_allowed())
+        return self.program(ctx, k, resident)
 
     @property
     def grad_req(self) -> dict[str, str] | None:

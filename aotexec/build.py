@@ -29,7 +29,7 @@ from .lowering.module import lower_function, module_text, uses_rng
 from .passes.gradient import SHAPE_ONLY, GradientGraph, build_gradient_graph
 from .passes.mirror import mirrored_typing, resolve
 from .passes.infer import Typing
-from .runtime.program import EntryPoint, ProgramSpec
+from .runtime.program import EntryPoint, ProgramSpec, resident_allowed
 
 _log = logging.getLogger("aotexec.build")
 _programs: dict[str, tuple[bytes, ProgramSpec]] = {}
@@ -85,21 +85,43 @@ def saved_activation_bytes(symbol, typing: Typing, reqs: dict[str, str], mirror:
 
 def _sig(name: str, typing: Typing, inputs, in_names, outputs, out_names, rng: bool = False,
          output_args: bool = False, lay: layout.Layouts | None = None, physical_inputs=(),
-         physical_outputs=()) -> EntryPoint:
-    """The signature; residuals stored channels-last (``lay``) have their physical shapes."""
+         physical_outputs=(), resident: Sequence[int] = ()) -> EntryPoint:
+    """The signature; residuals stored channels-last (``lay``) have their physical shapes;
+    ``resident`` inputs (positions) are IREE parameters, not arguments."""
     def es(x):
         return Entry(x) if not isinstance(x, Entry) else x
 
     def shape(e: Entry, phys: bool) -> list[int]:
         return list(layout.physical(typing.shape_of(e), phys and lay is not None and lay.of(e.node, e.index)))
+    args = [k for k in range(len(inputs)) if k not in resident]
     extra = ([[2]], ["uint64"]) if rng else ([], [])
-    return EntryPoint(name=name, inputs=list(in_names) + (["rng"] if rng else []),
-                      input_shapes=[shape(es(x), k in physical_inputs) for k, x in enumerate(inputs)] + extra[0],
-                      input_dtypes=[np.dtype(typing.dtype_of(es(i))).name for i in inputs] + extra[1],
+    return EntryPoint(name=name, inputs=[in_names[k] for k in args] + (["rng"] if rng else []),
+                      input_shapes=[shape(es(inputs[k]), k in physical_inputs) for k in args] + extra[0],
+                      input_dtypes=[np.dtype(typing.dtype_of(es(inputs[k]))).name for k in args] + extra[1],
                       outputs=list(out_names),
                       output_shapes=[shape(o, k in physical_outputs) for k, o in enumerate(outputs)],
                       output_dtypes=[np.dtype(typing.dtype_of(o)).name for o in outputs],
-                      output_args=output_args)
+                      output_args=output_args, resident=[in_names[k] for k in sorted(resident)])
+
+
+# MXNet names the parameters its layers create <layer>_<suffix>; aux states are parameters too
+PARAMETER_SUFFIXES = ("_weight", "_bias", "_gamma", "_beta", "_alpha")
+
+
+def resident_enabled(opts: CompileOptions) -> bool:
+    """Inference on llvm-cpu keeps parameters resident unless AOTEXEC_RESIDENT=0 (to compare,
+    or to bisect).  Measured there (docs/PERFORMANCE.md); GPU targets pass them per call."""
+    return opts.target == "llvm-cpu" and resident_allowed()
+
+
+def resident_parameters(symbol, typing: Typing) -> list[str]:
+    """The variables an inference program keeps resident (read from IREE parameters, see
+    ``lower_function``): aux states and arguments named like layer parameters, not empty.
+    The choice only affects speed: the runtime re-reads them whenever they were written."""
+    names = [n for n in symbol.list_arguments() if n.endswith(PARAMETER_SUFFIXES)]
+    names += symbol.list_auxiliary_states()
+    nodes = {n.name: n for n in typing.graph.variables()}
+    return [n for n in names if int(np.prod(typing.node_shape(nodes[n]))) > 0]
 
 
 def _split_reductions(opts: CompileOptions) -> bool:
@@ -109,12 +131,15 @@ def _split_reductions(opts: CompileOptions) -> bool:
 
 def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, str] | None = None,
                  mirror: bool | str | None = "none", monitor: str | None = None,
-                 channels_last: bool = False, split_reductions: bool = False) -> tuple[str, ProgramSpec]:
+                 channels_last: bool = False, split_reductions: bool = False,
+                 resident: Sequence[str] = ()) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each.
 
     ``channels_last``: 2-D convolution nets run NHWC between convolutions (lowering/layout.py);
     only for llvm-cpu, where it was measured (IREE 3.13's Vulkan backend miscompiled a LeNet
-    data gradient in that form).  ``split_reductions``: for Vulkan (``Emitter.reduce``)."""
+    data gradient in that form).  ``split_reductions``: for Vulkan (``Emitter.reduce``).
+    ``resident``: variables ``forward_infer`` reads from IREE parameters (``resident_parameters``);
+    such a module needs them at load (``runtime.resident``), so it holds no other mode."""
     lower = functools.partial(lower_function, split_reductions=split_reductions)
     planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph
@@ -126,11 +151,12 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
     spec = ProgramSpec()
     funcs = []
     if "forward_infer" in modes:
+        kept = [k for k, n in enumerate(var_names) if n in set(resident)]
         funcs.append(lower("forward_infer", typing, variables, heads, monitor=monitor, output_args=planned,
-                           layouts=fwd_lay))
+                           layouts=fwd_lay, resident=kept))
         spec.entries["forward_infer"] = _sig("forward_infer", typing, variables, var_names, heads,
                                              [e.name for e in heads], output_args=planned,
-                                             rng=uses_rng(typing, heads, variables, False))
+                                             rng=uses_rng(typing, heads, variables, False), resident=kept)
     for mode in ("steps_infer", "steps_train"):
         if mode in modes:
             for k, (node, ins, outs) in enumerate(step_plan(typing, heads)):
@@ -203,23 +229,28 @@ def step_plan(typing: Typing, heads: Sequence[Entry]) -> list[tuple]:
 
 
 def program_key(symbol_json: str, shapes: dict, dtypes: dict, modes: Sequence[str], opts: CompileOptions,
-                reqs: dict[str, str] | None, mirror: bool | str | None, monitor: str | None = None) -> str:
+                reqs: dict[str, str] | None, mirror: bool | str | None, monitor: str | None = None,
+                resident: Sequence[str] = ()) -> str:
     doc = json.dumps([symbol_json, sorted((k, list(v)) for k, v in shapes.items()),
                       sorted((k, np.dtype(v).name) for k, v in dtypes.items()), list(modes), repr(opts),
-                      sorted((reqs or {}).items()), mirror, monitor, layout.enabled()])
+                      sorted((reqs or {}).items()), mirror, monitor, layout.enabled(), list(resident)])
     return hashlib.sha256(doc.encode()).hexdigest()
 
 
 def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileOptions,
                     use_cache: bool | None = None, reqs: dict[str, str] | None = None,
-                    mirror: bool | str | None = "none", monitor: str | None = None) -> tuple[bytes, ProgramSpec]:
+                    mirror: bool | str | None = "none", monitor: str | None = None,
+                    resident: Sequence[str] = ()) -> tuple[bytes, ProgramSpec]:
     """vmfb bytes + spec for ``symbol`` at the shapes/dtypes of ``typing``."""
     g = typing.graph
     shapes = {n.name: typing.node_shape(n) for n in g.variables()}
     dtypes = {n.name: typing.node_dtype(n) for n in g.variables()}
     train = any(m in TRAIN_MODES for m in modes)
     mirror = resolve(mirror)
-    key = program_key(symbol.tojson(), shapes, dtypes, modes, opts, reqs if train else None, mirror, monitor)
+    if resident and (list(modes) != ["forward_infer"] or monitor):
+        raise ValueError("resident parameters are for a forward_infer-only, unmonitored program")
+    key = program_key(symbol.tojson(), shapes, dtypes, modes, opts, reqs if train else None, mirror, monitor,
+                      resident)
     from .compile_cache import cache_enabled
     memo = cache_enabled(use_cache)
     with _lock:
@@ -231,7 +262,7 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
     stats["misses"] += 1
     check_target_dtypes(typing, opts.target)
     text, spec = entry_points(symbol, typing, modes, reqs, mirror, monitor, channels_last=opts.target == "llvm-cpu",
-                              split_reductions=_split_reductions(opts))
+                              split_reductions=_split_reductions(opts), resident=resident)
     verify_mlir(text)
     vmfb = compile_mlir(text, opts, use_cache=use_cache)
     if memo:

@@ -113,12 +113,17 @@ def compile(
 
 
 def _print_summary(art) -> None:
+    from aotexec.artifact import RESIDENT
     m = art.manifest
     for k, variant in enumerate(m["variants"]):
         if len(m["variants"]) > 1:
             data = {n: tuple(v) for n, v in variant["shapes"].items() if n in art._data_names()}
             typer.echo(f"  variant {k}: {data}")
         for t, rec in variant["files"].items():
+            if t == RESIDENT:
+                typer.echo(f"  resident      {rec['file']:36s} {rec['bytes']:>10,d} bytes  "
+                           "(llvm-cpu inference, parameters resident)")
+                continue
             meta = m["targets"].get(t, {})
             extra = ""
             if t == "llvm-cpu" and meta.get("cpu"):

@@ -16,6 +16,7 @@ from ..graph import Entry, Node
 from ..ops.registry import draws_random
 from ..passes.gradient import SHAPE_ONLY
 from ..passes.infer import Typing
+from ..runtime.program import RESIDENT_SCOPE
 from . import layout
 from .emitter import Emitter, Value
 
@@ -149,7 +150,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                    is_train: bool = False, add_to: Sequence[int] = (), monitor: str | None = None,
                    output_args: bool = False, layouts: layout.Layouts | None = None,
                    physical_outputs: Sequence[int] = (), alias_early: Sequence[int] = (),
-                   split_reductions: bool = False) -> str:
+                   split_reductions: bool = False, resident: Sequence[int] = ()) -> str:
     """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
 
     ``monitor`` ("outputs" | "all") adds ``flow.tensor.trace`` ops named as MXNet's
@@ -172,6 +173,12 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     aliases no input (the executor's own result and residual buffers).
 
     ``split_reductions``: every reduction is its own dispatch (``Emitter.reduce``; for Vulkan).
+
+    ``resident``: inputs (by position) read from IREE parameters (``util.global`` with a
+    ``#flow.parameter.named<"aotexec"::"p<k>">`` initial value, k counting the resident inputs
+    in order) instead of function arguments.  IREE hoists what depends on them alone (weight
+    packing, layout transposes) into the module's initializer, run once per parameter set
+    instead of on every call (``runtime.resident``).
     """
     b = Emitter(split_reductions=split_reductions)
     lay = layouts or layout.Layouts()
@@ -187,12 +194,20 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
 
     params = []
     arg_values = []
+    globals_ = []
     for i, inp in enumerate(inputs):
         e = Entry(inp) if isinstance(inp, Node) else inp
-        v = Value(f"%arg{i}", layout.physical(typing.shape_of(e), lay.of(e.node, e.index)),
-                  np.dtype(typing.dtype_of(e)))
+        shape = layout.physical(typing.shape_of(e), lay.of(e.node, e.index))
+        if i in resident:
+            k = len(globals_)
+            v = Value(f"%argp{k}", shape, np.dtype(typing.dtype_of(e)))
+            globals_.append(f'  util.global private @{name}_p{k} = #flow.parameter.named<"{RESIDENT_SCOPE}"::"p{k}"> '
+                            f': {v.type}')
+            b.prologue.append(f"{b.indent}{v.name} = util.global.load @{name}_p{k} : {v.type}")
+        else:
+            v = Value(f"%arg{i}", shape, np.dtype(typing.dtype_of(e)))
+            params.append(f"%arg{i}: {v.type}")
         values[(id(e.node), e.index)] = v
-        params.append(f"%arg{i}: {v.type}")
     for k, out_idx in enumerate(add_to):
         e = outputs[out_idx]
         v = Value(f"%arg{len(inputs) + k}", tuple(typing.shape_of(e)), np.dtype(typing.dtype_of(e)))
@@ -290,7 +305,8 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                    f'({", ".join(v.type for v in results)}) -> () loc("{name}")')
     sig = ", ".join(params)
     rtypes = ", ".join(v.type for v in results)
-    return f"  func.func @{name}({sig}) -> ({rtypes}) {{\n" + "\n".join(b.body()) + "\n  }"
+    return "".join(g + "\n" for g in globals_) + f"  func.func @{name}({sig}) -> ({rtypes}) {{\n" + \
+        "\n".join(b.body()) + "\n  }"
 
 
 def _needed_nodes(outputs: Sequence[Entry], provided: dict[tuple[int, int], Value]) -> set[int]:

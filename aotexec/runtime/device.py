@@ -311,21 +311,46 @@ class Device:
         return rt.HalBufferView(alias, shape, et)
 
     # -- modules -----------------------------------------------------------------------
-    def load_module(self, vmfb: bytes | bytearray | memoryview | str | os.PathLike,
-                    debug_sink: rt.HalModuleDebugSink | None = None) -> "LoadedModule":
-        """Load a compiled .vmfb (bytes or file path) into a fresh VM context here."""
+    def load_module(self, vmfb: bytes | bytearray | memoryview | str | os.PathLike | rt.VmModule,
+                    debug_sink: rt.HalModuleDebugSink | None = None,
+                    parameters: tuple[str, dict[str, np.ndarray]] | None = None) -> "LoadedModule":
+        """Load a compiled .vmfb (bytes, file path or a module already read) into a fresh VM
+        context here.  ``parameters``: (scope, {key: array}) for a module reading IREE
+        parameters; its initializers run now, on these values."""
         inst = vm_instance()
         try:
-            if isinstance(vmfb, (str, os.PathLike)):
+            if isinstance(vmfb, rt.VmModule):
+                module = vmfb
+            elif isinstance(vmfb, (str, os.PathLike)):
                 module = rt.VmModule.mmap(inst, os.fspath(vmfb))
             else:
                 module = rt.VmModule.copy_buffer(inst, vmfb)
             hal = rt.create_hal_module(inst, self.hal_device, debug_sink=debug_sink)
-            vm_context = rt.VmContext(inst, modules=[hal, module])
+            modules: list = [hal]
+            keep: list = []
+            if parameters is not None:
+                scope, arrays = parameters
+                index = rt.ParameterIndex()
+                for key, arr in arrays.items():
+                    host = np.ascontiguousarray(arr)
+                    keep.append(host)         # IREE may map the host memory instead of copying it
+                    index.add_buffer(key, host)
+                modules.append(rt.create_io_parameters_module(inst, index.create_provider(scope=scope)))
+                keep.append(index)
+            vm_context = rt.VmContext(inst, modules=modules + [module])
         except Exception as e:
             raise AotexecError(f"cannot load module on {self.context} ({self.driver}): {e}. "
                                f"Was it compiled for target {self.context.target!r}?") from e
-        return LoadedModule(self, module, vm_context, hal)
+        loaded = LoadedModule(self, module, vm_context, hal)
+        loaded._keep = modules + keep   # the parameter module, index and values live as long as the context
+        return loaded
+
+    def read_module(self, vmfb: bytes) -> rt.VmModule:
+        """The module of a .vmfb, not yet in any context (see ``load_module``)."""
+        try:
+            return rt.VmModule.copy_buffer(vm_instance(), vmfb)
+        except Exception as e:
+            raise AotexecError(f"cannot read module: {e}") from e
 
     def allocator_statistics(self) -> dict[str, int]:
         """IREE allocator counters: {host,device}_bytes_{peak,allocated,freed}.
@@ -347,6 +372,7 @@ class LoadedModule:
         self.module = module
         self.vm_context = vm_context
         self._hal_module = hal_module  # keep alive with the context
+        self._keep: list = []
         self.function_names: list[str] = [
             n for n in module.function_names if not n.startswith("__")]
         self._functions: dict[str, rt.VmFunction] = {}

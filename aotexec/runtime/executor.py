@@ -44,9 +44,15 @@ def compile_provider(cpu: str = "host", mirror: bool | str | None = None) -> Pro
                 "binding a symbol needs the IREE compiler (pip install 'aotexec[compiler]'), "
                 f"which is not installed ({e}); a runtime-only install runs compiled artifacts "
                 "through ax.load(path).bind(...)") from None
+        opts = build.options_for(ctx, cpu=cpu)
+        # parameters resident in inference executors (no gradients: their parameters change only
+        # when the user writes them; a training executor's would change every step)
+        inference = list(modes) == ["forward_infer"] and all(r == "null" for r in (reqs or {}).values())
+        resident = build.resident_parameters(symbol, typing) \
+            if inference and monitor is None and build.resident_enabled(opts) else []
         # the traced build keeps MXNet's node sequence: no mirror nodes in the monitor's view
-        vmfb, spec = build.compile_program(symbol, typing, modes, build.options_for(ctx, cpu=cpu), reqs=reqs,
-                                           mirror="none" if monitor else policy, monitor=monitor)
+        vmfb, spec = build.compile_program(symbol, typing, modes, opts, reqs=reqs,
+                                           mirror="none" if monitor else policy, monitor=monitor, resident=resident)
         return Program(ctx, vmfb, spec, traced=monitor is not None)
     provide.mirror = policy
     return provide
@@ -145,6 +151,8 @@ class Executor:
         self._arena_fits: set[tuple[int, str]] = set()   # (program, function) the arena already fits
         self._rng_buf: NDArray | None = None
         self._residual_bufs: dict = {}
+        # resident programs: id(program) -> (its context with our parameters, their write stamps, bytes)
+        self._resident: dict[int, tuple] = {}
         # programs compile (or come from the cache) on first use: a training executor never
         # needs the inference build, an inference one never needs the training build;
         # precompiled (artifact) providers load at bind, so a missing shape fails here
@@ -203,6 +211,29 @@ class Executor:
     def _views(self) -> list:
         return [self.arg_dict[n].handle for n in self._arg_names] + [self.aux_dict[n].handle for n in self._aux_names]
 
+    def _variable(self, name: str) -> NDArray:
+        return self.arg_dict[name] if name in self.arg_dict else self.aux_dict[name]
+
+    def _resident_module(self, prog: Program, resident: list[str]):
+        """The context of a resident program holding this executor's current parameter values,
+        rebuilt (initializers rerun) when one was written since, or replaced in the dicts."""
+        arrays = [self._variable(n) for n in resident]
+        stamp = [(a._storage, a._storage.version) for a in arrays]
+        held = self._resident.get(id(prog))
+        if held is None or held[1] != stamp:
+            g = self._typing.graph
+            want = {n.name: (tuple(self._typing.node_shape(n)), np.dtype(self._typing.node_dtype(n)))
+                    for n in g.variables()}
+            for name, a in zip(resident, arrays):
+                if (a.shape, np.dtype(a.dtype)) != want[name]:
+                    raise AotexecError(f"{name} is now an array of shape {a.shape} {np.dtype(a.dtype).name}; the "
+                                       f"executor was bound with {want[name][0]} {want[name][1].name}. Write "
+                                       f"into the bound array (arr[:] = value) instead of replacing it")
+            values = {n: a.asnumpy() for n, a in zip(resident, arrays)}
+            held = self._resident[id(prog)] = (prog.bind_parameters(values), stamp,
+                                               sum(v.nbytes for v in values.values()))
+        return held[0]
+
     def _feed(self, kwargs: dict) -> None:
         for name, value in kwargs.items():
             if name not in self.arg_dict:
@@ -251,7 +282,7 @@ class Executor:
                 if n.startswith("old_grad:")]
 
 
-    def _call(self, prog: Program, fn: str, inputs: list, targets: list) -> None:
+    def _call(self, prog: Program, fn: str, inputs: list, targets: list, module=None) -> None:
         """One IREE call whose results land in ``targets`` (the executor's own buffers).
 
         Planned entry points write there directly (``iree.abi.output``) with a transient
@@ -259,9 +290,9 @@ class Executor:
         fresh buffers, copied in on the device."""
         ep = prog.entry(fn)
         if ep.output_args:
-            prog.run(fn, inputs + targets + [self._arena(prog, fn)])
+            prog.run(fn, inputs + targets + [self._arena(prog, fn)], module)
             return
-        for view, dst in zip(prog.run(fn, inputs), targets):
+        for view, dst in zip(prog.run(fn, inputs, module), targets):
             self._device.copy(view, dst)
 
     def _arena(self, prog: Program, fn: str):
@@ -286,7 +317,8 @@ class Executor:
         arrays = sum(map(size, [*self.arg_dict.values(), *self.grad_dict.values(), *self.aux_dict.values(),
                                *self.outputs]))
         saved = sum(v.byte_length for views in self._residual_bufs.values() for v in views)
-        return {"arrays": arrays, "saved_activations": saved, "transient_arena": self._arena_bytes}
+        return {"arrays": arrays, "saved_activations": saved, "transient_arena": self._arena_bytes,
+                "resident_parameters": sum(held[2] for held in self._resident.values())}
 
     def _residual_targets(self, prog: Program, fn: str) -> list:
         """Buffers, owned by this executor, for the activations forward_train saves for backward."""
@@ -305,13 +337,20 @@ class Executor:
         out = []
         for name in names:
             kind, key = name.split(":", 1)
-            out.append((self.grad_dict if kind == "grad" else self.aux_dict)[key].handle)
+            arr = (self.grad_dict if kind == "grad" else self.aux_dict)[key]
+            arr._storage.written()
+            out.append(arr.handle)
         return out
+
+    def _output_views(self) -> list:
+        for o in self.outputs:
+            o._storage.written()
+        return [o.handle for o in self.outputs]
 
     def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
         self._feed(kwargs)
         self._residuals = None
-        outs = [o.handle for o in self.outputs]
+        outs = self._output_views()
         if is_train and self._wrt:
             prog = self._program(("forward_train", "backward"))
             res = self._residual_targets(prog, "forward_train")
@@ -322,7 +361,13 @@ class Executor:
             self._call(prog, "forward_train", self._views() + self._rng(prog, "forward_train"), outs)
         else:
             prog = self._program(("forward_infer",))   # rng: Dropout(mode='always') draws in inference too
-            self._call(prog, "forward_infer", self._views() + self._rng(prog, "forward_infer"), outs)
+            ep, module = prog.entry("forward_infer"), None
+            if ep.resident:
+                module = self._resident_module(prog, ep.resident)
+                views = [self._variable(n).handle for n in ep.inputs if n != "rng"]
+            else:
+                views = self._views()
+            self._call(prog, "forward_infer", views + self._rng(prog, "forward_infer"), outs, module)
         return self.outputs
 
     def partial_forward(self, is_train: bool = False, step: int = 0) -> int:
@@ -356,6 +401,7 @@ class Executor:
         for out, head in zip(self.outputs, self._symbol._outputs):
             v = self._step_values.get((id(head.node), head.index))
             if v is not None:
+                out._storage.written()
                 self._device.copy(v, out.handle)
         return len(nodes) - step - 1
 
@@ -378,7 +424,7 @@ class Executor:
         views = self._views() + self._head_grads(prog, "train_step", out_grads) + \
             self._old_grads(prog, "train_step") + self._rng(prog, "train_step")
         n = len(self.outputs)
-        targets = [o.handle for o in self.outputs] + self._named_targets(prog.entry("train_step").outputs[n:])
+        targets = self._output_views() + self._named_targets(prog.entry("train_step").outputs[n:])
         self._call(prog, "train_step", views, targets)
         self._residuals = None
         return self.outputs
@@ -416,7 +462,10 @@ class Executor:
                         "If you really want to up size, set allow_up_sizing=True to enable allocation of new arrays.")
                 return (nd_zeros(shape, ctx=self._ctx, dtype=arr.dtype),
                         None if grad is None else nd_zeros(shape, ctx=self._ctx, dtype=grad.dtype))
-            return self._view(arr, shape), None if grad is None else self._view(grad, shape)
+
+            def view(a: NDArray | None) -> NDArray | None:
+                return a if a is None or a.shape == tuple(shape) else a.view(shape)
+            return view(arr), view(grad)
 
         args, grads, aux = {}, {}, {}
         for name, shape in zip(self._arg_names, arg_shapes):
@@ -426,10 +475,6 @@ class Executor:
         return bind(self._symbol, self._ctx, args, args_grad=grads, grad_req=dict(self._grad_req),
                     aux_states=aux, provider=self._provider)
 
-    def _view(self, arr: NDArray, shape: tuple) -> NDArray:
-        if tuple(shape) == arr.shape:
-            return arr
-        return NDArray(self._device.view(arr.handle, shape, arr.dtype), shape, arr.dtype, self._ctx)
 
     def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
                          allow_extra_params: bool = False) -> None:
@@ -536,9 +581,7 @@ def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, g
         if shared_buffer is not None and not grad and n.name not in shared_names:
             buf = shared_buffer.get(n.name)
             if buf is not None and buf.size >= int(np.prod(shape)) and np.dtype(buf.dtype) == dtype:
-                from .device import Device
-                return NDArray(Device.get(ctx).view(buf.handle, shape, dtype), shape, dtype, ctx) \
-                    if buf.shape != shape else buf
+                return buf.view(shape) if buf.shape != shape else buf
             arr = nd_zeros(shape, ctx=ctx, dtype=dtype)
             shared_buffer[n.name] = arr
             return arr

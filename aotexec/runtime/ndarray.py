@@ -35,14 +35,36 @@ def _norm_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
 
 
-class NDArray:
-    __slots__ = ("handle", "_shape", "_dtype", "_ctx", "__weakref__")
+class Storage:
+    """The buffer behind an array and its views, with a count of the writes to it: an
+    inference program holding parameters resident (``runtime.resident``) re-reads them
+    when the count moved."""
+    __slots__ = ("version",)
 
-    def __init__(self, handle: rt.HalBufferView, shape: Sequence[int], dtype, ctx: Context):
+    def __init__(self) -> None:
+        self.version = 0
+
+    def written(self) -> None:
+        self.version += 1
+
+
+class NDArray:
+    __slots__ = ("handle", "_shape", "_dtype", "_ctx", "_storage", "__weakref__")
+
+    def __init__(self, handle: rt.HalBufferView, shape: Sequence[int], dtype, ctx: Context,
+                 storage: Storage | None = None):
+        """``storage``: the array this one views (same buffer), so writes to either count for both."""
         self.handle = handle
         self._shape = tuple(int(d) for d in shape)
         self._dtype = normalize_dtype(dtype)
         self._ctx = ctx
+        self._storage = storage or Storage()
+
+    def view(self, shape: Sequence[int]) -> "NDArray":
+        """An array of ``shape`` over the start of this one's buffer (no copy)."""
+        shape = tuple(int(d) for d in shape)
+        return NDArray(Device.get(self._ctx).view(self.handle, shape, self._dtype), shape, self._dtype, self._ctx,
+                       self._storage)
 
     @classmethod
     def _from_view(cls, view: rt.HalBufferView, shape: Sequence[int], dtype,
@@ -100,6 +122,7 @@ class NDArray:
     # -- writes ----------------------------------------------------------------------------
     def __setitem__(self, key: Any, value: Any) -> None:
         dev = Device.get(self._ctx)
+        self._storage.written()
         if _is_full_key(key):
             if (isinstance(value, NDArray) and value._shape == self._shape
                     and value._dtype == self._dtype and value._ctx == self._ctx):
@@ -156,8 +179,7 @@ class NDArray:
             new[new.index(-1)] = self.size // known if known else 0
         if math.prod(new) != self.size:
             raise AotexecError(f"cannot reshape array of shape {self._shape} into {tuple(shape)}")
-        view = Device.get(self._ctx).view(self.handle, new, self._dtype)
-        return NDArray(view, new, self._dtype, self._ctx)
+        return self.view(new)
 
     def astype(self, dtype, copy: bool = True) -> "NDArray":
         dt = normalize_dtype(dtype)

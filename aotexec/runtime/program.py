@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -15,6 +16,14 @@ import numpy as np
 from ..base import AotexecError
 from .context import Context
 from .device import Device, LoadedModule
+
+
+RESIDENT_SCOPE = "aotexec"      # the IREE parameter scope of resident inputs (lowering.module)
+
+
+def resident_allowed() -> bool:
+    """AOTEXEC_RESIDENT=0 turns resident parameters off (to compare, or to bisect)."""
+    return os.environ.get("AOTEXEC_RESIDENT", "1") != "0"
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,7 @@ class EntryPoint:
     output_shapes: list[list[int]]
     output_dtypes: list[str]
     output_args: bool = False     # results go into caller buffers (+ a transients arena)
+    resident: list[str] = field(default_factory=list)   # variables read from IREE parameters p0, p1, ...
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,6 +78,12 @@ class Program:
         self.device = Device.get(ctx)
         self.on_trace = None
         self._traced: list | None = None
+        # resident parameters: each executor loads the module with its own values (bind_parameters)
+        self.resident = any(e.resident for e in spec.entries.values())
+        if self.resident:
+            self._vm_module = self.device.read_module(vmfb)
+            self.module = None
+            return
         if traced:
             import iree.runtime as rt
             sink = rt.HalModuleDebugSink(self._trace)
@@ -96,17 +112,27 @@ class Program:
             raise AotexecError(f"this program has no entry point '{name}'; it has "
                                f"{', '.join(self.spec.entries)}") from None
 
+    def bind_parameters(self, values: dict[str, np.ndarray]) -> LoadedModule:
+        """The module in a context of its own whose resident parameters hold ``values``
+        (by variable name); its initializers (weight packing) run now."""
+        keys = {}
+        for e in self.spec.entries.values():
+            keys.update({f"p{k}": values[n] for k, n in enumerate(e.resident)})
+        return self.device.load_module(self._vm_module, parameters=(RESIDENT_SCOPE, keys))
+
     def transients_size(self, name: str) -> int:
         """Bytes the function needs in its ``iree.abi.transients`` arena."""
-        refl = self.module.reflection(name)
+        refl = dict(self._vm_module.lookup_function(name).reflection) if self.resident else \
+            self.module.reflection(name)
         size = refl.get("iree.abi.transients.size.constant")
         if size is None:
             raise AotexecError(f"{name} needs a transient arena of dynamic size, which aotexec does not plan yet")
         return int(size)
 
-    def run(self, name: str, views: list) -> list:
+    def run(self, name: str, views: list, module: LoadedModule | None = None) -> list:
+        """``module``: the executor's own context of a resident program (``bind_parameters``)."""
         if self.on_trace is None:
-            return self.module.invoke(name, views)
+            return (module or self.module).invoke(name, views)
         from .ndarray import array
         self._traced = []
         try:
