@@ -139,7 +139,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
     only for llvm-cpu, where it was measured (IREE 3.13's Vulkan backend miscompiled a LeNet
     data gradient in that form).  ``split_reductions``: for Vulkan (``Emitter.reduce``).
     ``resident``: variables ``forward_infer`` reads from IREE parameters (``resident_parameters``);
-    such a module needs them at load (``runtime.resident``), so it holds no other mode."""
+    such a module needs them at load (``Program.bind_parameters``), so it holds no other mode."""
     lower = functools.partial(lower_function, split_reductions=split_reductions)
     planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph
@@ -151,7 +151,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
     spec = ProgramSpec()
     funcs = []
     if "forward_infer" in modes:
-        kept = [k for k, n in enumerate(var_names) if n in set(resident)]
+        kept = [k for k, n in enumerate(var_names) if n in resident]
         funcs.append(lower("forward_infer", typing, variables, heads, monitor=monitor, output_args=planned,
                            layouts=fwd_lay, resident=kept))
         spec.entries["forward_infer"] = _sig("forward_infer", typing, variables, var_names, heads,

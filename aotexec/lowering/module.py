@@ -178,7 +178,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     ``#flow.parameter.named<"aotexec"::"p<k>">`` initial value, k counting the resident inputs
     in order) instead of function arguments.  IREE hoists what depends on them alone (weight
     packing, layout transposes) into the module's initializer, run once per parameter set
-    instead of on every call (``runtime.resident``).
+    instead of on every call (``Program.bind_parameters``, ``Executor._resident_module``).
     """
     b = Emitter(split_reductions=split_reductions)
     lay = layouts or layout.Layouts()

@@ -475,7 +475,6 @@ class Executor:
         return bind(self._symbol, self._ctx, args, args_grad=grads, grad_req=dict(self._grad_req),
                     aux_states=aux, provider=self._provider)
 
-
     def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
                          allow_extra_params: bool = False) -> None:
         for name, arr in arg_params.items():

@@ -37,7 +37,7 @@ def _norm_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
 
 class Storage:
     """The buffer behind an array and its views, with a count of the writes to it: an
-    inference program holding parameters resident (``runtime.resident``) re-reads them
+    inference program holding parameters resident (``Executor._resident_module``) re-reads them
     when the count moved."""
     __slots__ = ("version",)
 
