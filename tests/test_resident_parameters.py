@@ -173,3 +173,17 @@ def test_artifact_carries_a_resident_inference_module(tmp_path, monkeypatch):
     assert not plain._program(("forward_infer",)).resident
     p["fc_bias"] = np.asarray(loaded.arg_params["fc_bias"], np.float64)
     _check(plain, p, x)
+
+
+def test_resident_with_random_state():
+    """Dropout(mode='always') draws in inference: the rng state still follows the data."""
+    net = ax.sym.Dropout(ax.sym.FullyConnected(ax.sym.Variable("data"), num_hidden=64, name="fc"), p=0.5,
+                         mode="always")
+    ex = net.simple_bind(ax.cpu(), grad_req="null", data=(4, 3))
+    ex.arg_dict["fc_weight"][:] = np.ones((64, 3))
+    ex.arg_dict["fc_bias"][:] = 1
+    ep = ex._program(("forward_infer",)).entry("forward_infer")
+    assert ep.inputs == ["data", "rng"] and ep.resident == ["fc_weight", "fc_bias"]
+    a, b = (ex.forward(data=np.ones((4, 3)))[0].asnumpy() for _ in range(2))
+    assert set(np.unique(a)) <= {0.0, 8.0} and 0 < (a == 0).mean() < 1   # (3 + 1) / (1 - 0.5)
+    assert not np.array_equal(a == 0, b == 0)

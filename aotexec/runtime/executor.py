@@ -364,7 +364,8 @@ class Executor:
             ep, module = prog.entry("forward_infer"), None
             if ep.resident:
                 module = self._resident_module(prog, ep.resident)
-                views = [self._variable(n).handle for n in ep.inputs if n != "rng"]
+                names = ep.inputs[:-1] if ep.inputs[-1:] == ["rng"] else ep.inputs    # as _rng reads it
+                views = [self._variable(n).handle for n in names]
             else:
                 views = self._views()
             self._call(prog, "forward_infer", views + self._rng(prog, "forward_infer"), outs, module)
