@@ -144,7 +144,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
     planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph
     channels_last = channels_last and planned and layout.enabled()
-    fwd_lay = layout.assign(g, typing.shape_of) if channels_last else None
+    fwd_lay = layout.assign(g, typing.shape_of, inference=True) if channels_last else None
     variables = g.arguments() + g.aux_states()
     var_names = [n.name for n in variables]
     heads = symbol._outputs

@@ -121,3 +121,34 @@ def test_channels_last_tiled_pooling_gradients(pool_type):
     for k in loc:
         np.testing.assert_allclose(grads[0][k], grads[1][k], rtol=1e-4, atol=1e-6, err_msg=k)
     assert np.count_nonzero(grads[0]["x"]) > 0
+
+
+def test_inference_runs_large_kernels_channels_last():
+    """Inference has no weight gradient, so a 5x5 convolution with several input channels runs
+    channels-last (with the tanh and pooling after it); one input channel keeps the NCHW sum."""
+    x = S.Activation(S.Convolution(V("data"), kernel=(5, 5), num_filter=4, name="c1"), act_type="tanh", name="t1")
+    y = S.Convolution(x, kernel=(5, 5), pad=(1, 1), num_filter=6, name="c2")
+    y = S.Pooling(S.Activation(y, act_type="tanh", name="t2"), kernel=(2, 2), stride=(2, 2), pool_type="max",
+                  name="p2")
+    net = S.FullyConnected(S.Flatten(y), num_hidden=3, name="fc")
+    shapes = {"data": (2, 1, 12, 12)}
+    t = bind_typing(net, shapes, {})
+    rules = lambda lay: {n.name: lay.rules.get(id(n)) for n in t.graph.nodes if n.op is not None}  # noqa: E731
+    inferred = rules(layout.assign(t.graph, t.shape_of, inference=True))
+    assert inferred["c1"] is None and inferred["c2"] == "conv" and inferred["p2"] == "tiled_pool", inferred
+    assert rules(layout.assign(t.graph, t.shape_of))["c2"] is None        # training keeps the 5x5 NCHW rule
+    rng = np.random.default_rng(5)
+    ex = net.simple_bind(ax.cpu(), grad_req="null", **shapes)
+    p = {n: rng.uniform(-1, 1, a.shape) for n, a in ex.arg_dict.items()}
+    out = ex.forward(**{k: v for k, v in p.items()})[0].asnumpy()
+
+    def conv(a, w, b, pad):
+        a = np.pad(a, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+        k = w.shape[2]
+        oh, ow = a.shape[2] - k + 1, a.shape[3] - k + 1
+        cols = np.stack([a[:, :, i:i + oh, j:j + ow] for i in range(k) for j in range(k)], axis=2)
+        return np.einsum("nckhw,ock->nohw", cols, w.reshape(w.shape[0], w.shape[1], -1)) + b[None, :, None, None]
+    h = np.tanh(conv(p["data"], p["c1_weight"], p["c1_bias"], 0))
+    h = np.tanh(conv(h, p["c2_weight"], p["c2_bias"], 1))                  # (2, 6, 6, 6)
+    h = h.reshape(2, 6, 3, 2, 3, 2).max(axis=(3, 5)).reshape(2, -1)
+    np.testing.assert_allclose(out, h @ p["fc_weight"].T + p["fc_bias"], rtol=1e-4, atol=1e-4)
