@@ -1,8 +1,9 @@
 """Per-layer profile: each layer of a benchmark net as its own one-node aotexec graph.
 
-    python benchmarks/profile_ops.py [lenet|resnet8|mlp] [--iters N]
+    python benchmarks/profile_ops.py [lenet|resnet8|mlp] [--iters N] [--train]
 
-Prints the median forward time of every layer alone (aotexec, ``forward(is_train=False)``),
+Prints the median forward time of every layer alone (aotexec, ``forward(is_train=False)``;
+with ``--train``, ``forward(is_train=True)`` and ``backward()`` separately),
 so the layers that dominate a net's time are measured, not guessed.  The sum of the
 layers is close to the whole net's time when per-call overhead is small.  Set
 AOTEXEC_CPU_DRIVER=local-sync to drop thread-pool wake-ups from the picture.
@@ -52,27 +53,38 @@ def layers(sym, net):
     raise KeyError(net)
 
 
-def time_aotexec(s, shape, iters):
+def time_aotexec(s, shape, iters, train: bool = False, data_grad: bool = True) -> tuple[float, float]:
+    """Median ms of forward (inference) or, with ``train``, of forward(is_train=True) and of
+    backward (parameter gradients, and the input's when ``data_grad``: every layer but the
+    net's first)."""
     import aotexec as ax
-    ex = s.simple_bind(ax.cpu(), grad_req="null", x=shape)
+    req = {n: "write" if train and (n != "x" or data_grad) else "null" for n in s.list_arguments()}
+    ex = s.simple_bind(ax.cpu(), grad_req=req, x=shape)
     rng = np.random.RandomState(0)
     for n, a in ex.arg_dict.items():
         a[:] = rng.uniform(-1, 1, a.shape).astype(np.float32)
     for n, a in ex.aux_dict.items():
         a[:] = rng.uniform(0.5, 1.5, a.shape).astype(np.float32)
-    ex.forward(is_train=False)
-    ts = []
-    for _ in range(iters):
+    head = [ax.nd.array(rng.uniform(-1, 1, o.shape).astype(np.float32)) for o in ex.outputs]
+    fwd, bwd = [], []
+    for i in range(iters + 1):
         t = time.perf_counter()
-        ex.forward(is_train=False)
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
+        ex.forward(is_train=train)
+        t1 = time.perf_counter()
+        if train:
+            ex.backward(head)
+        t2 = time.perf_counter()
+        if i:       # the first call loads the module
+            fwd.append(t1 - t)
+            bwd.append(t2 - t1)
+    return statistics.median(fwd) * 1e3, statistics.median(bwd) * 1e3
 
 
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("net", nargs="?", default="lenet")
     p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--train", action="store_true", help="time forward(is_train=True) and backward() per layer")
     p.add_argument("--flag", action="append", default=[], help="extra iree-compile flag (a benchmark-side "
                    "experiment: wraps aotexec.build.options_for in this process)")
     a = p.parse_args()
@@ -83,12 +95,13 @@ def main() -> int:
         orig = build.options_for
         build.options_for = lambda ctx, **kw: dataclasses.replace(
             orig(ctx, **kw), extra_flags=orig(ctx, **kw).extra_flags + tuple(a.flag))
-    total = 0.0
-    for label, s, shape in layers(ax.sym, a.net):
-        ms = time_aotexec(s, shape, a.iters)
-        total += ms
-        print(f"{label:28s} in {str(shape):20s} {ms:9.3f} ms", flush=True)
-    print(f"{'sum':28s} {'':23s} {total:9.3f} ms")
+    total = [0.0, 0.0]
+    for k, (label, s, shape) in enumerate(layers(ax.sym, a.net)):
+        fwd, bwd = time_aotexec(s, shape, a.iters, a.train, data_grad=k > 0)
+        total = [total[0] + fwd, total[1] + bwd]
+        print(f"{label:28s} in {str(shape):20s} {fwd:9.3f} ms" + (f"  backward {bwd:9.3f} ms" if a.train else ""),
+              flush=True)
+    print(f"{'sum':28s} {'':23s} {total[0]:9.3f} ms" + (f"  backward {total[1]:9.3f} ms" if a.train else ""))
     return 0
 
 
