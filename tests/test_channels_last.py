@@ -21,6 +21,9 @@ CONVS = {   # name: (input shape, Convolution kwargs); covers im2col (C <= 4), s
     "b": ((2, 5, 8, 7), dict(kernel=(2, 2), dilate=(2, 2), num_filter=6, no_bias=True)),
     "c": ((1, 6, 5, 6), dict(kernel=(1, 1), pad=(1, 1), stride=(2, 2), num_filter=5, no_bias=True)),
     "d": ((2, 3, 7, 7), dict(kernel=(3, 3), stride=(2, 1), dilate=(1, 2), pad=(2, 1), num_filter=5)),
+    # strided: stride 3 > kernel 2 (input rows no window reads), stride (2, 1) with padding
+    "e": ((2, 5, 9, 8), dict(kernel=(2, 3), stride=(3, 2), num_filter=5)),
+    "f": ((1, 6, 8, 8), dict(kernel=(3, 3), stride=(2, 1), pad=(1, 1), num_filter=5, no_bias=True)),
 }
 
 
