@@ -126,8 +126,7 @@ def assign(g: IndexedGraph, shape_of: Callable, inference: bool = False) -> Layo
     """The channels-last entries of ``g`` (nodes in execution order); ``shape_of(entry)``
     gives logical shapes.  ``inference``: no weight gradients, so ``MAX_OFFSETS`` does not
     bound the convolutions that run channels-last."""
-    lay = Layouts()
-    lay.inference = inference
+    lay = Layouts(inference=inference)
     for node in g.nodes:
         if node.op is None:
             continue
