@@ -28,7 +28,7 @@ import numpy as np
 
 from .base import AotexecError
 from .runtime.context import Context, current_context
-from .runtime.program import Program, ProgramSpec, resident_allowed
+from .runtime.program import Program, ProgramSpec, resident_wanted
 
 FORMAT_VERSION = 2   # 2: shape variants, planned-buffer ABI (iree.abi.output)
 MANIFEST = "manifest.json"
@@ -251,9 +251,7 @@ class Artifact:
                     set(built or {})) if (reqs or {}).get(n) != (built or {}).get(n)}
             raise AotexecError(f"artifact {self.path} was compiled for another grad_req: {diff}; bind with the "
                                "grad_req it was compiled for (the default) or recompile")
-        resident = (list(modes) == ["forward_infer"] and all(r == "null" for r in (reqs or {}).values())
-                    and ctx.target == "llvm-cpu" and self.resident_specs[k] is not None and resident_allowed())
-        return self.program(ctx, k, resident)
+        return self.program(ctx, k, self.resident_specs[k] is not None and resident_wanted(modes, reqs, ctx.target))
 
     @property
     def grad_req(self) -> dict[str, str] | None:

@@ -18,7 +18,7 @@ from ..passes.mirror import resolve as resolve_mirror
 from ..ops.rules import known
 from .context import Context, current_context
 from .ndarray import NDArray, array as nd_array, zeros as nd_zeros
-from .program import Program
+from .program import Program, resident_wanted
 
 GRAD_REQS = ("write", "add", "null")
 # (symbol, typing, modes, ctx, grad_reqs) -> Program; artifacts provide one for runtime-only use
@@ -45,11 +45,8 @@ def compile_provider(cpu: str = "host", mirror: bool | str | None = None) -> Pro
                 f"which is not installed ({e}); a runtime-only install runs compiled artifacts "
                 "through ax.load(path).bind(...)") from None
         opts = build.options_for(ctx, cpu=cpu)
-        # parameters resident in inference executors (no gradients: their parameters change only
-        # when the user writes them; a training executor's would change every step)
-        inference = list(modes) == ["forward_infer"] and all(r == "null" for r in (reqs or {}).values())
         resident = build.resident_parameters(symbol, typing) \
-            if inference and monitor is None and build.resident_enabled(opts) else []
+            if monitor is None and resident_wanted(modes, reqs, opts.target) else []
         # the traced build keeps MXNet's node sequence: no mirror nodes in the monitor's view
         vmfb, spec = build.compile_program(symbol, typing, modes, opts, reqs=reqs,
                                            mirror="none" if monitor else policy, monitor=monitor, resident=resident)

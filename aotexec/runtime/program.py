@@ -26,6 +26,14 @@ def resident_allowed() -> bool:
     return os.environ.get("AOTEXEC_RESIDENT", "1") != "0"
 
 
+def resident_wanted(modes, reqs: dict | None, target: str) -> bool:
+    """Whether a program for ``modes`` gets resident parameters: an inference executor (no
+    gradients, so its parameters change only when written; a training executor's would
+    change every step) on llvm-cpu, where it was measured."""
+    return (target == "llvm-cpu" and list(modes) == ["forward_infer"]
+            and all(r == "null" for r in (reqs or {}).values()) and resident_allowed())
+
+
 @dataclass(frozen=True)
 class EntryPoint:
     """One compiled function: inputs are variable names, outputs are entry names."""
