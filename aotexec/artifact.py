@@ -57,7 +57,8 @@ def runtime_version() -> str:
 def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequence[int]]], *,
             dtypes: dict[str, Any] | None = None, targets: Sequence[str] = ("llvm-cpu",), grad_req: str = "null",
             params: Any = None, out: str | os.PathLike | None = None, cpu: str = "host",
-            cuda_arch: str = "sm_80", name: str | None = None, progress=None) -> "Artifact":
+            cuda_arch: str = "sm_80", name: str | None = None, progress=None,
+            mirror: bool | str | None = None) -> "Artifact":
     """Compile ``symbol`` for ``targets`` and write an artifact directory.
 
     ``shapes`` is one dict of input shapes or a list of them: each is a *variant*
@@ -66,16 +67,20 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
 
     ``grad_req`` other than 'null' (a str for every argument, or a dict by argument, as in
     ``simple_bind``) adds the training entry points (forward_train, backward, train_step)
-    for exactly that grad_req: a runtime-only install then runs training steps too.
+    for exactly that grad_req: a runtime-only install then runs training steps too, with the
+    recomputation policy ``mirror`` (``passes.mirror``; recorded, so ``debug_str`` shows the
+    graph the modules run).
     """
     from . import build
     from .compiler import CompileOptions, compiler_version, resolve_cpu
     from .runtime.executor import bind_typing
     from .util import shape_from_user
 
+    from .passes.mirror import resolve
     from .runtime.executor import normalize_grad_req
     reqs = normalize_grad_req(grad_req, symbol.list_arguments())
     train = any(r != "null" for r in reqs.values())
+    policy = resolve(mirror)
     variants_in = [shapes] if isinstance(shapes, dict) else list(shapes)
     if not variants_in:
         raise AotexecError("give the input shapes of at least one variant")
@@ -94,7 +99,7 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
         "iree_compiler_version": compiler_version(),
         "symbol": "symbol.json", "targets": {}, "variants": [],
         "arg_names": symbol.list_arguments(), "aux_names": symbol.list_auxiliary_states(),
-        "output_names": symbol.list_outputs(), "params": None,
+        "output_names": symbol.list_outputs(), "params": None, "mirror": policy,
     }
     (out_dir / "symbol.json").write_text(symbol.tojson())
     for target in targets:
@@ -119,7 +124,8 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
             if progress:
                 progress(f"compiling {target}" + (f" (cpu={cpu})" if target == "llvm-cpu" else "")
                          + (f" for {v}" if len(variants_in) > 1 else ""))
-            vmfb, spec = build.compile_program(symbol, typing, modes, opts, reqs=reqs if train else None)
+            vmfb, spec = build.compile_program(symbol, typing, modes, opts, reqs=reqs if train else None,
+                                               mirror=policy)
             fname = TARGET_FILES[target] if k == 0 else TARGET_FILES[target].replace(".vmfb", f".v{k}.vmfb")
             variant["files"][target] = _write(out_dir / fname, vmfb)
             variant["entry_points"] = spec.to_json()
@@ -223,6 +229,8 @@ class Artifact:
         import functools
         provide = functools.partial(self._provide)
         provide.eager = True
+        # artifacts written before the policy was recorded were compiled without mirroring
+        provide.mirror = self.manifest.get("mirror", "none")
         return provide
 
     def _provide(self, symbol, typing, modes, ctx, reqs=None, monitor=None):

@@ -6,7 +6,9 @@
 A variant is NAME=SPEC where SPEC is a ';'-separated list of extra iree-compile flags,
 ``-data-tiling`` (turn aotexec's default ``--iree-opt-data-tiling`` off), ``sync``
 (AOTEXEC_CPU_DRIVER=local-sync), ``nhwc`` (convolutions emitted in NHWC, see
-``nhwc_convolutions``) or ``fused`` (train via ``forward_backward()``);
+``nhwc_convolutions``), ``fused`` (train via ``forward_backward()``) or ``mirror:POLICY``
+(bind with ``mirror=POLICY``, see ``aotexec.passes.mirror``), ``env:NAME=VALUE`` (an
+environment variable for that variant's process);
 ``base`` is aotexec as shipped.  Each variant runs in its own process (the flags are
 applied by wrapping ``aotexec.build.options_for`` there: a benchmark-side experiment,
 aotexec itself is unchanged), variants alternate over ``--rounds`` rounds, and the
@@ -67,7 +69,8 @@ def child(net: str, mode: str, spec: str, iters: int, warmup: int) -> dict:
     args, aux = nets.shapes_of(s, net)
     data, label, params, auxv = nets.inputs_and_params(net, args, aux)
     req = "null" if mode == "infer" else {n: ("null" if n in ("data", "softmax_label") else "write") for n in args}
-    ex = s.simple_bind(ax.cpu(), grad_req=req, data=data.shape, softmax_label=label.shape)
+    mirror = next((p.split(":", 1)[1] for p in parts if p.startswith("mirror:")), None)
+    ex = s.simple_bind(ax.cpu(), grad_req=req, data=data.shape, softmax_label=label.shape, mirror=mirror)
     for n, v in {**params, "data": data, "softmax_label": label}.items():
         ex.arg_dict[n][:] = v
     for n, v in auxv.items():
@@ -122,6 +125,7 @@ def main() -> int:
             env = dict(os.environ)
             if "sync" in spec.split(";"):
                 env["AOTEXEC_CPU_DRIVER"] = "local-sync"
+            env.update(p[4:].split("=", 1) for p in spec.split(";") if p.startswith("env:"))
             t0 = os.getloadavg()[0]
             res = subprocess.run([sys.executable, __file__, a.net, a.mode, f"--child={spec}", "--iters", str(a.iters),
                                   "--warmup", str(a.warmup)], capture_output=True, text=True, env=env)

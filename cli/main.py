@@ -87,6 +87,8 @@ def compile(
     grad_req: str = typer.Option("null", "--grad-req", help="null (inference only) | write | add: also build the "
                                  "training entry points, with this grad_req for the parameters (the inputs given "
                                  "by --shape and *label arguments get null)"),
+    mirror: Optional[str] = typer.Option(None, "--mirror", help="training: recompute in backward, auto (default: "
+                                         "where it plans less memory) | none | mxnet | dots"),
 ) -> None:
     """Compile SYMBOL_JSON into a deployable artifact directory."""
     import aotexec as ax
@@ -105,7 +107,7 @@ def compile(
     reqs = {n: ("null" if n in inputs or n.endswith("label") else grad_req) for n in sym.list_arguments()}
     t0 = time.perf_counter()
     art = ax.compile(sym, shapes, dtypes=dtypes, targets=tuple(target), params=str(params) if params else None,
-                     grad_req=reqs,
+                     grad_req=reqs, mirror=mirror,
                      out=out, cpu=cpu, cuda_arch=cuda_arch, name=out.name,
                      progress=lambda msg: typer.echo(f"  {msg} ...", err=True))
     typer.echo(f"wrote {art.path} in {time.perf_counter() - t0:.2f} s")
@@ -137,7 +139,7 @@ def _print_summary(art) -> None:
     if art.grad_req:
         trained = [n for n, r in art.grad_req.items() if r != "null"]
         typer.echo(f"  training      grad_req {sorted(set(art.grad_req[n] for n in trained))} for {len(trained)} "
-                   f"arguments: {', '.join(trained)}")
+                   f"arguments: {', '.join(trained)}; mirror policy {m.get('mirror', 'none')}")
 
 
 @app.command()

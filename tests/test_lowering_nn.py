@@ -376,6 +376,20 @@ def test_convolution_backward_text_reads_fenced_gradient_once():
     assert text.count('"stablehlo.convolution"') == 2
 
 
+def test_bias_gradient_sums_batch_first_without_a_fenced_copy():
+    """A 3-channel convolution (im2col, no fenced copy of the output gradient): its bias
+    gradient sums the batch, then space; the one-reduction form fused with the weight
+    gradient failed IREE 3.13's llvm-cpu codegen at random (see ``_channel_sum``)."""
+    from aotexec import build
+    x = ax.sym.var("data")
+    sym = ax.sym.sum(ax.sym.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=4, name="c"))
+    typing = infer(sym._graph, {"data": (2, 3, 5, 5)}, {"data": np.float32})
+    text, _ = build.entry_points(sym, typing, ["backward"], {"data": "write", "c_weight": "write", "c_bias": "write"})
+    reduces = [ln for ln in text.splitlines() if '"stablehlo.reduce"' in ln]
+    closing = [ln for ln in text.splitlines() if ln.lstrip().startswith("}) {dimensions")]
+    assert len(reduces) == 2 and "array<i64: 0>}" in closing[0] and "-> tensor<4x5x5xf32>" in closing[0], closing
+
+
 def test_pooling_text_full_convention_pads_high_side():
     x = ax.sym.var("x")
     text = _stablehlo(ax.sym.Pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="avg",

@@ -46,12 +46,33 @@ def test_dots_policy_keeps_only_matrix_products_and_outputs():
     net = ax.sym.SoftmaxOutput(ax.sym.FullyConnected(x, num_hidden=3, name="fc"), name="softmax")
     t = bind_typing(net, {"data": (2, 3, 5, 5), "softmax_label": (2,)}, {})
     reqs = {n: ("null" if n in ("data", "softmax_label") else "write") for n in net.list_arguments()}
-    saved = {e.node.name for e in build.training_plan(net, t, reqs, "dots").residuals}
+    saved = {(e.node.name, e.index) for e in build.training_plan(net, t, reqs, "dots").residuals}
     plain = {e.node.name for e in build.training_plan(net, t, reqs, "none").residuals}
-    assert saved == {"conv", "softmax"}, saved        # bn, relu recomputed from conv's output
+    # bn's output and relu recomputed from conv's output; bn's batch statistics kept
+    assert saved == {("conv", 0), ("bn", 1), ("bn", 2), ("softmax", 0)}, saved
     assert {"conv", "bn", "relu", "softmax"} <= plain, plain
     names = {n.name for n in build.training_plan(net, t, reqs, "dots").typing.graph.nodes}
     assert {"bn_mirror", "relu_mirror"} <= names
+
+
+def test_recomputed_batch_norm_reads_forward_statistics():
+    """BatchNorm recomputed in backward normalizes with the batch mean and 1/std forward
+    computed: backward has no more reductions than without mirroring (each batch statistic
+    recomputed would be a pass over the data)."""
+    data = ax.sym.Variable("data")
+    x = ax.sym.Convolution(data, kernel=(1, 1), num_filter=4, name="conv", no_bias=True)
+    x = ax.sym.Activation(ax.sym.BatchNorm(x, fix_gamma=False, name="bn"), act_type="relu", name="relu")
+    net = ax.sym.MakeLoss(ax.sym.sum(ax.sym.FullyConnected(x, num_hidden=3, name="fc")))
+    t = bind_typing(net, {"data": (2, 3, 5, 5)}, {})
+    reqs = {n: ("null" if n == "data" else "write") for n in net.list_arguments()}
+    plan = build.training_plan(net, t, reqs, "dots")
+    bn_copy = next(n for n in plan.typing.graph.nodes if n.name == "bn_mirror")
+    assert [(e.node.name, e.index) for e in bn_copy.inputs[5:]] == [("bn", 1), ("bn", 2)]
+
+    def reductions(mirror: str) -> int:
+        text, _ = build.entry_points(net, t, ["backward"], reqs, mirror, None, channels_last=False)
+        return text.count("stablehlo.reduce")
+    assert reductions("dots") == reductions("none") > 0
 
 
 def test_force_mirroring_attribute_recomputes_one_node():
@@ -99,3 +120,66 @@ def test_dots_recomputes_for_each_reader():
     wrt = [n for n, r in reqs.items() if r != "null"]
     assert plan_memory(full_graph(net, t, wrt, "dots")[1]).total_bytes < \
         plan_memory(full_graph(net, t, wrt, "none")[1]).total_bytes
+
+
+def _conv_bn_net(blocks: int = 2):
+    x = ax.sym.Variable("data")
+    for i in range(blocks):
+        x = ax.sym.Convolution(x, kernel=(3, 3), num_filter=4, pad=(1, 1), name=f"conv{i}")
+        x = ax.sym.Activation(ax.sym.BatchNorm(x, name=f"bn{i}"), act_type="relu", name=f"relu{i}")
+    return ax.sym.SoftmaxOutput(ax.sym.FullyConnected(x, num_hidden=3, name="fc"), name="softmax")
+
+
+def test_auto_policy_recomputes_only_where_the_plan_shrinks(monkeypatch):
+    """The default (``auto``) recomputes conv-BatchNorm-ReLU blocks (their plan shrinks by
+    more than AUTO_GAIN) and leaves an MLP alone (a ReLU output is saved either way)."""
+    monkeypatch.delenv("MXNET_BACKWARD_DO_MIRROR", raising=False)
+    mlp = ax.sym.load_json(next(c for c in all_cases() if c.id == "net_mlp_train").symbol_json)
+    for net, shapes, recomputes in ((_conv_bn_net(), {"data": (2, 3, 6, 6), "softmax_label": (2,)}, True),
+                                    (mlp, None, False)):
+        if shapes is None:
+            case = next(c for c in all_cases() if c.id == "net_mlp_train")
+            shapes = {k: tuple(v) for k, v in case.meta["shapes"].items()}
+        ex = net.simple_bind(ax.cpu(), grad_req="write", **shapes)
+        text = ex.debug_str()
+        assert ("_mirror" in text) is recomputes
+        plain = net.simple_bind(ax.cpu(), grad_req="write", mirror=False, **shapes).debug_str()
+        assert "_mirror" not in plain
+        assert (text == plain) is not recomputes
+
+
+@pytest.mark.parametrize("env, policy", [(None, "auto"), ("0", "none"), ("1", "mxnet")])
+def test_environment_variable_picks_the_policy(monkeypatch, env, policy):
+    from aotexec.passes.mirror import resolve
+    if env is None:
+        monkeypatch.delenv("MXNET_BACKWARD_DO_MIRROR", raising=False)
+    else:
+        monkeypatch.setenv("MXNET_BACKWARD_DO_MIRROR", env)
+    assert resolve(None) == policy
+    assert resolve("dots") == "dots" and resolve(False) == "none"
+
+
+def test_artifact_records_the_policy_its_modules_run(tmp_path, monkeypatch):
+    """A training artifact compiled with the default policy recomputes as a bound executor
+    would, and its runtime executor's debug_str shows that graph whatever the environment."""
+    import numpy as np
+    monkeypatch.delenv("MXNET_BACKWARD_DO_MIRROR", raising=False)
+    net = _conv_bn_net()
+    shapes = {"data": (2, 3, 6, 6), "softmax_label": (2,)}
+    reqs = {n: ("null" if n in shapes else "write") for n in net.list_arguments()}
+    art = ax.compile(net, shapes, grad_req=reqs, out=tmp_path / "a")
+    assert art.manifest["mirror"] == "auto"
+    monkeypatch.setenv("MXNET_BACKWARD_DO_MIRROR", "0")       # at load time: no effect on the artifact
+    ex = art.simple_bind(ax.cpu(), grad_req=reqs, **shapes)
+    assert "bn1_mirror" in ex.debug_str()
+    ref = net.simple_bind(ax.cpu(), grad_req=reqs, mirror="auto", **shapes)
+    rng = np.random.default_rng(0)
+    for name, arr in ex.arg_dict.items():
+        v = rng.integers(0, 3, arr.shape) if name == "softmax_label" else rng.standard_normal(arr.shape)
+        arr[:] = v
+        ref.arg_dict[name][:] = v
+    for e in (ex, ref):
+        e.forward(is_train=True)
+        e.backward()
+    for name in ("conv0_weight", "bn1_gamma", "fc_weight"):
+        np.testing.assert_allclose(ex.grad_dict[name].asnumpy(), ref.grad_dict[name].asnumpy(), rtol=1e-5, atol=1e-6)

@@ -37,3 +37,53 @@ def test_plan_is_valid_and_tight(case, policy):
     for eid, src in inplace.items():
         assert plan.offset[eid] == plan.offset[src] and group[eid] == group[src]
     assert inplace, "the nets have elementwise ops that run in place"
+
+
+def _replay_values(full, plan) -> None:
+    """Run the plan in program order on value ids: every read must find, in the bytes its
+    entry was given, the value that entry holds (an in-place write must not clobber a value
+    still to be read; an entry sharing storage as the same value keeps its input's id)."""
+    from aotexec.passes.plan_memory import IDENTITY_OUTPUTS
+    g = full.graph
+    value: dict[int, int] = {}                 # entry -> the value it holds
+    held: dict[int, int] = {}                  # group root -> the value its bytes hold now
+    _, group, _ = lifetimes(full)
+    for i, n in enumerate(g.nodes):
+        if n.op is None:
+            continue
+        for e in n.inputs:
+            eid = g.eid(e)
+            if eid in group:
+                assert held[group[eid]] == value[eid], f"{n.name} reads {e.name}, whose bytes were overwritten"
+        for k in range(n.num_outputs):
+            eid = g.row_ptr[i] + k
+            src = g.eid(n.inputs[0]) if n.inputs else None
+            value[eid] = value.get(src, src) if k in IDENTITY_OUTPUTS.get(n.op.name, ()) else eid
+            if eid in group:
+                held[group[eid]] = value[eid]
+
+
+BENCH = {"lenet": ((8, 1, 28, 28), (8,)), "resnet8": ((2, 3, 32, 32), (2,)), "mlp": ((4, 784), (4,))}
+
+
+@pytest.mark.parametrize("policy", ["none", "dots"])
+@pytest.mark.parametrize("net", list(BENCH) + [c.id for c in NETS] + ["net_shared_weights_train"])
+def test_plan_never_overwrites_a_value_still_read(net, policy):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    import nets
+    if net in BENCH:
+        s = nets.symbol(ax.sym, net)
+        shapes = dict(zip(("data", "softmax_label"), BENCH[net]))
+        wrt = [n for n in s.list_arguments() if n not in shapes]
+    else:
+        case = next(c for c in all_cases() if c.id == net)
+        s = ax.sym.load_json(case.symbol_json)
+        shapes = {k: tuple(v) for k, v in case.meta["shapes"].items()}
+        req = case.meta["grad_req"]
+        wrt = [n for n in s.list_arguments() if (req if isinstance(req, str) else req.get(n, "null")) != "null"]
+    _, full = full_graph(s, bind_typing(s, shapes, {}), wrt, policy)
+    plan = plan_memory(full)
+    _replay_values(full, plan)
+    assert plan.inplace

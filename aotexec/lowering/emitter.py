@@ -442,6 +442,10 @@ class Emitter:
 
     INIT = {"add": 0.0, "mul": 1.0, "max": -math.inf, "min": math.inf}
 
+    def has_fenced_view(self, x: Value) -> bool:
+        """Whether ``fenced_transpose`` made a layout copy of ``x`` (which ``reduce`` reads)."""
+        return x.name in self._fenced_view
+
     def reduce(self, x: Value, dims: Sequence[int], kind: str = "add") -> Value:
         dims = sorted(dims)
         if not dims:

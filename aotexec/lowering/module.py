@@ -67,8 +67,9 @@ def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_t
         ctx.fwd_in_dtypes = [typing.dtype_of(e) for e in fwd.inputs]
         ctx.fwd_out_shapes = [tuple(typing.node_shape(fwd, i)) for i in range(fwd.num_outputs)]
         ctx.is_train = True
+    lower = node.op.remat_lower if node.mirror_of is not None and node.op.remat_lower else node.op.lower
     try:
-        res = node.op.lower(ctx, node.params if params is None else params, *inputs)
+        res = lower(ctx, node.params if params is None else params, *inputs)
     except AotexecError:
         raise
     except Exception as e:  # a rule bug: name the node, not a deep stack

@@ -369,7 +369,7 @@ Embedding = define("Embedding", params=EmbeddingParam, inputs=["data", "weight"]
 
 
 # ---------------------------------------------------------------- lowering rules
-from .registry import lowers  # noqa: E402
+from .registry import lowers, rematerializes  # noqa: E402
 
 
 @lowers(FullyConnected)
@@ -587,15 +587,28 @@ def _batch_norm_lower(ctx, p: BatchNormParam, x, gamma, beta, moving_mean, movin
     to the 'var' output, batch stats in training, moving stats otherwise."""
     b = ctx.b
     axis = p.axis % x.ndim
-    bc = lambda v: b.broadcast_in_dim(v, x.shape, [axis])  # noqa: E731
     if ctx.is_train and not p.use_global_stats:
         mean, var = batch_norm_stats(b, x, axis)
     else:
         mean, var = moving_mean, moving_var
-    xc = b.sub(x, bc(mean))
     inv_std = b.rsqrt(b.add(var, p.eps))
+    return [_batch_norm_normalize(b, p, x, gamma, beta, mean, inv_std), mean, inv_std]
+
+
+def _batch_norm_normalize(b, p: BatchNormParam, x, gamma, beta, mean, inv_std):
+    axis = p.axis % x.ndim
+    bc = lambda v: b.broadcast_in_dim(v, x.shape, [axis])  # noqa: E731
     scale = inv_std if p.fix_gamma else b.mul(inv_std, gamma)
-    return [b.add(b.mul(xc, bc(scale)), bc(beta)), mean, inv_std]
+    return b.add(b.mul(b.sub(x, bc(mean)), bc(scale)), bc(beta))
+
+
+@rematerializes(BatchNorm, lambda p: () if p.use_global_stats else (1, 2))
+def _batch_norm_remat(ctx, p: BatchNormParam, x, gamma, beta, moving_mean, moving_var, mean=None, inv_std=None):
+    """Recomputed in backward from forward's batch statistics (two reductions over x fewer;
+    the same operations as forward, so the same values)."""
+    if mean is None:                      # use_global_stats: nothing kept, nothing reduced
+        return _batch_norm_lower(ctx, p, x, gamma, beta, moving_mean, moving_var)
+    return [_batch_norm_normalize(ctx.b, p, x, gamma, beta, mean, inv_std), None, None]
 
 
 # --- Dropout / LRN / UpSampling lowering ---
@@ -766,7 +779,15 @@ def _conv_weight_grad(b, x, g, kernel, stride, dilate, pad, groups: int):
 
 
 def _channel_sum(b, g):
-    return b.reduce(g, [i for i in range(g.ndim) if i != 1], "add")
+    """The bias gradient. Where the weight gradient made no fenced layout copy of g (which
+    ``Emitter.reduce`` sums instead, see there), over the batch first, then space: one
+    reduction over all of them, fused with the weight gradient's contraction, made IREE
+    3.13's llvm-cpu codegen fail at random (invalid vector.contract; 1 compile in 3 of the
+    same module: train_step of a 3-channel conv-BatchNorm net with its BatchNorm recomputed)."""
+    dims = [i for i in range(g.ndim) if i != 1]
+    if g.ndim < 3 or b.has_fenced_view(g):
+        return b.reduce(g, dims, "add")
+    return b.reduce(b.reduce(g, [0], "add"), [d - 1 for d in dims[1:]], "add")
 
 
 @differentiable(Convolution, ("ograd0", "in0", "in1"))

@@ -55,6 +55,10 @@ class OpDef:
     random: bool = False                   # reads ``ctx.rng_state`` in training (Dropout)
     random_when: Callable[[Any, bool], bool] | None = None   # (params, is_train): refines ``random``
     listed_inputs: bool = True             # False: MXNet names inputs input0.. (no FListInputNames)
+    # rematerialization (passes.mirror): outputs a recomputed copy reads from the forward node
+    # rather than recomputing them, and the rule computing the rest (``rematerializes``)
+    remat_keeps: Callable[[Any], tuple[int, ...]] | None = None
+    remat_lower: Callable | None = None
 
     def input_names(self, p: Any) -> list[str]:
         if self.variadic:
@@ -167,6 +171,17 @@ def backward_output_names(op: OpDef, p: Any) -> list[str]:
     grads = [f"output{i}" for i, n in enumerate(n for n in ins if n not in aux)]
     return grads + [f"aux_update{i}" for i in range(op.aux_updates)] if len(grads) + op.aux_updates > 1 \
         else ["output"]
+
+
+def rematerializes(op: OpDef, keeps: Callable[[Any], tuple[int, ...]]):
+    """Declare how backward recomputes ``op`` (``passes.mirror``): the outputs ``keeps(params)``
+    names are read from the forward node (small values that cost a pass over the data to
+    recompute: BatchNorm's batch statistics), and ``fn(ctx, params, *inputs, *kept)`` computes
+    the outputs from the inputs and them."""
+    def deco(fn: Callable) -> Callable:
+        op.remat_keeps, op.remat_lower = keeps, fn
+        return fn
+    return deco
 
 
 def lowers(*ops: OpDef):

@@ -96,8 +96,11 @@ def _fixed_point(g: IndexedGraph, values: list, rule_of: Callable[[Node], Any], 
                 rule = _backward_rule(g, node, values) if node.op.forward_op is not None else rule_of(node)
                 if rule is None:
                     raise AotexecError(f"Operator {node.op.name} has no {what} inference rule (node {node.name})")
+                # a recomputed copy's extra inputs are its forward node's kept outputs (passes.mirror)
+                k = len(node.op.input_names(node.params)) if node.mirror_of is not None else len(ins)
                 try:
-                    new_ins, new_outs = rule(node.params, ins, outs)
+                    new_ins, new_outs = rule(node.params, ins[:k], outs)
+                    new_ins = list(new_ins) + ins[k:]
                 except AotexecError:
                     raise
                 except (ValueError, IndexError, ZeroDivisionError, TypeError) as e:

@@ -5,9 +5,13 @@ Reads: the IndexedGraph, its Typing (shapes, dtypes), which entries are external
 Returns: ``MemoryPlan`` with a byte offset per intermediate entry in one arena.
 
 Algorithm (TFLite's / ExecuTorch's greedy-by-size offsets, after MXNet's in-place pass):
-1. liveness: each intermediate entry lives from its producer to its last reader;
-2. in place: an elementwise op's output joins its first input's group when that input
-   dies at this op and has no other reader (nnvm FInplaceOption);
+1. liveness: each intermediate entry lives from its producer to its last reader (one
+   nothing reads takes no memory: the compiled code never computes it, e.g. the data
+   gradient of a layer whose input needs none);
+2. in place: an elementwise op's output joins its first input's group when nothing reads
+   that group after this op (nnvm FInplaceOption); an output that *is* its input (identity
+   ops, the gradients ``elemwise_add`` passes on: nnvm FInplaceIdentity) joins it even
+   while others still read it, and then the group counts as read until its last member is;
 3. groups are placed largest first at the lowest offset whose gap between the groups
    already placed with overlapping lifetimes fits them (best fit), else above them all.
 ``total_bytes`` is the arena's size. (Shared objects, ExecuTorch's other greedy-by-size
@@ -29,6 +33,9 @@ INPLACE_OPS = {"Activation", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "s
                "_identity_with_attr_like_rhs", "Reshape", "Flatten", "expand_dims", "squeeze", "clip",
                "_backward_Activation", "_backward_relu", "_backward_BatchNorm", "MakeLoss", "SoftmaxOutput",
                "softmax", "log_softmax"}
+# outputs that are their input 0's bytes (nnvm FInplaceIdentity): output index -> shares input 0
+IDENTITY_OUTPUTS = {"_backward_elemwise_add": (0, 1), "_copy": (0,), "BlockGrad": (0,), "Reshape": (0,),
+                    "Flatten": (0,), "expand_dims": (0,), "squeeze": (0,)}
 
 
 @dataclass
@@ -45,15 +52,14 @@ def entry_bytes(typing: Typing, eid: int) -> int:
 
 
 def lifetimes(typing: Typing, external: set[int] | None = None) -> tuple[dict[int, list[int]], dict[int, int], dict[int, int]]:
-    """(group root -> [first step, last step, bytes], entry -> group root, in-place entry -> input)."""
+    """(group root -> [first step, last step, bytes], entry -> group root, entry -> the input
+    entry whose storage it took: overwrote in place, or shares as the same value)."""
     g: IndexedGraph = typing.graph
     external = set(external or ()) | {g.eid(h) for h in g.heads}
     last: dict[int, int] = {}
-    readers: dict[int, int] = {}
     for i, n in enumerate(g.nodes):
         for e in n.inputs:
             last[g.eid(e)] = i
-            readers[g.eid(e)] = readers.get(g.eid(e), 0) + 1
     group: dict[int, int] = {}
     span: dict[int, list[int]] = {}
     inplace: dict[int, int] = {}
@@ -62,12 +68,13 @@ def lifetimes(typing: Typing, external: set[int] | None = None) -> tuple[dict[in
             continue
         for k in range(n.num_outputs):
             eid = g.row_ptr[i] + k
-            if eid in external:
+            if eid in external or eid not in last:   # dead outputs are never stored (IREE drops them)
                 continue
-            size, end = entry_bytes(typing, eid), last.get(eid, i)
+            size, end = entry_bytes(typing, eid), last[eid]
             src = g.eid(n.inputs[0]) if n.inputs else None
-            if k == 0 and n.op.name in INPLACE_OPS and src in group and readers.get(src) == 1 \
-                    and last.get(src) == i and span[group[src]][2] >= size:
+            if src in group and span[group[src]][2] >= size and (
+                    k in IDENTITY_OUTPUTS.get(n.op.name, ()) or
+                    k == 0 and n.op.name in INPLACE_OPS and span[group[src]][1] == i):
                 root = group[eid] = group[src]
                 span[root][1] = max(span[root][1], end)
                 inplace[eid] = src

@@ -32,7 +32,7 @@ HEAD_GRAD_REQUIRED = ("Check failed: i < head_grads.size() && !head_grads[i].is_
 
 def compile_provider(cpu: str = "host", mirror: bool | str | None = None) -> ProgramProvider:
     """Compile on demand through the cache; ``mirror`` is the recomputation policy of
-    ``passes.mirror`` (None: MXNET_BACKWARD_DO_MIRROR=1 asks for MXNet's, else ``none``)."""
+    ``passes.mirror`` (None: MXNET_BACKWARD_DO_MIRROR when set, else ``auto``)."""
     policy = resolve_mirror(mirror)
 
     def provide(symbol, typing: Typing, modes: Sequence[str], ctx: Context, reqs: dict,
