@@ -73,11 +73,10 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
     """
     from . import build
     from .compiler import CompileOptions, compiler_version, resolve_cpu
-    from .runtime.executor import bind_typing
+    from .passes.mirror import resolve
+    from .runtime.executor import bind_typing, normalize_grad_req
     from .util import shape_from_user
 
-    from .passes.mirror import resolve
-    from .runtime.executor import normalize_grad_req
     reqs = normalize_grad_req(grad_req, symbol.list_arguments())
     train = any(r != "null" for r in reqs.values())
     policy = resolve(mirror)

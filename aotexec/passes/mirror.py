@@ -8,9 +8,9 @@ name) of the forward nodes the policy does not keep, built from kept values.
 Policies:
 - ``auto`` (aotexec's default): ``dots`` where it saves at least ``AUTO_GAIN`` fewer bytes
   of activations for backward than ``none`` and plans at least that much less memory
-  (``passes.plan_memory``, what ``debug_str`` reports), else ``none``.  As TorchInductor's default partitioner does,
-  recompute only cheap values that fuse into their readers, and only where that buys
-  memory: ResNet-8 b16 training saves 5.25 MB instead of 9.76 and plans 7.0 MB instead of
+  (``passes.plan_memory``, what ``debug_str`` reports), else ``none``.  As TorchInductor's
+  default partitioner does, recompute only cheap values that fuse into their readers, and
+  only where that buys memory: ResNet-8 b16 training saves 5.25 MB instead of 9.76 and plans 7.0 MB instead of
   10.25 at the same speed.  LeNet (recomputed tanh and pooling feeding separate
   convolutions: a larger plan) and MLPs (a ReLU output saved either way; recomputing it
   cost 20% on the benchmark MLP) keep MXNet's graph.
