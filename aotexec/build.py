@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .compiler import CompileOptions, compile_mlir, verify_mlir
+from .compiler import CompileError, CompileOptions, compile_mlir, verify_mlir
 from .graph import Entry, IndexedGraph
 from .lowering import layout
 from .lowering.module import lower_function, module_text, uses_rng
@@ -124,23 +124,24 @@ def resident_parameters(symbol, typing: Typing) -> list[str]:
     return [n for n in names if int(np.prod(typing.node_shape(nodes[n]))) > 0]
 
 
-def _split_reductions(opts: CompileOptions) -> bool:
-    """Every reduction its own dispatch: Vulkan (``Emitter.reduce`` says why)."""
-    return opts.target == "vulkan-spirv"
+def _reductions(opts: CompileOptions) -> str:
+    """How reductions are emitted (``lowering.emitter.REDUCTIONS``): every one its own dispatch
+    on Vulkan, column reductions in row blocks elsewhere (``Emitter.reduce`` says why)."""
+    return "split" if opts.target == "vulkan-spirv" else "blocks"
 
 
 def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, str] | None = None,
                  mirror: bool | str | None = "none", monitor: str | None = None,
-                 channels_last: bool = False, split_reductions: bool = False,
+                 channels_last: bool = False, reductions: str = "blocks",
                  resident: Sequence[str] = ()) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each.
 
     ``channels_last``: 2-D convolution nets run NHWC between convolutions (lowering/layout.py);
     only for llvm-cpu, where it was measured (IREE 3.13's Vulkan backend miscompiled a LeNet
-    data gradient in that form).  ``split_reductions``: for Vulkan (``Emitter.reduce``).
+    data gradient in that form).  ``reductions``: ``lowering.emitter.REDUCTIONS``.
     ``resident``: variables ``forward_infer`` reads from IREE parameters (``resident_parameters``);
     such a module needs them at load (``Program.bind_parameters``), so it holds no other mode."""
-    lower = functools.partial(lower_function, split_reductions=split_reductions)
+    lower = functools.partial(lower_function, reductions=reductions)
     planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph
     channels_last = channels_last and planned and layout.enabled()
@@ -261,14 +262,32 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
         return hit
     stats["misses"] += 1
     check_target_dtypes(typing, opts.target)
-    text, spec = entry_points(symbol, typing, modes, reqs, mirror, monitor, channels_last=opts.target == "llvm-cpu",
-                              split_reductions=_split_reductions(opts), resident=resident)
-    verify_mlir(text)
-    vmfb = compile_mlir(text, opts, use_cache=use_cache)
+    build = functools.partial(entry_points, symbol, typing, modes, reqs, mirror, monitor,
+                              channels_last=opts.target == "llvm-cpu", resident=resident)
+    vmfb, spec = _compile_with_fallback(build, _reductions(opts), opts, use_cache)
     if memo:
         with _lock:
             _programs[key] = (vmfb, spec)
     return vmfb, spec
+
+
+def _compile_with_fallback(build, reductions: str, opts: CompileOptions, use_cache: bool | None):
+    """Compile ``build(reductions=...)``; a module whose blocked column reductions IREE 3.13's
+    codegen rejects (``Emitter.reduce``) is compiled again with whole ones, which only costs
+    speed. Other failures, and failures of the whole form, are raised."""
+    text, spec = build(reductions=reductions)
+    verify_mlir(text)
+    try:
+        return compile_mlir(text, opts, use_cache=use_cache), spec
+    except CompileError as first:
+        if reductions != "blocks":
+            raise
+        whole, spec = build(reductions="whole")
+        if whole == text:
+            raise
+        _log.warning("IREE rejected the module with blocked column reductions (%s); compiling it with "
+                     "whole ones (slower)", first.diagnostics[0][:200] if first.diagnostics else first)
+        return compile_mlir(whole, opts, use_cache=use_cache), spec
 
 
 # IREE 3.13's default Vulkan target (vp_android_baseline_2022) has 32-bit storage only:
@@ -361,15 +380,14 @@ def compile_segments(segments: list[Segment], typing: Typing, is_train: bool, cp
     for ctx, segs in by_ctx.items():
         opts = options_for(ctx, cpu=cpu)
         spec = ProgramSpec()
-        funcs = []
         for seg in segs:
-            funcs.append(lower_function(seg.name, typing, seg.inputs, seg.outputs, is_train=is_train,
-                                        split_reductions=_split_reductions(opts)))
             spec.entries[seg.name] = _sig(seg.name, typing, seg.inputs, [e.name for e in seg.inputs],
                                           seg.outputs, [e.name for e in seg.outputs],
                                           rng=uses_rng(typing, seg.outputs, seg.inputs, is_train))
-        text = module_text(funcs)
+
+        def build(reductions: str, segs=segs, spec=spec) -> tuple[str, ProgramSpec]:
+            return module_text([lower_function(seg.name, typing, seg.inputs, seg.outputs, is_train=is_train,
+                                               reductions=reductions) for seg in segs]), spec
         check_target_dtypes(typing, opts.target)
-        verify_mlir(text)
-        out[ctx] = (compile_mlir(text, opts), spec)
+        out[ctx] = _compile_with_fallback(build, _reductions(opts), opts, None)
     return out

@@ -57,6 +57,11 @@ class Value:
         return len(self.shape)
 
 
+# how ``Emitter.reduce`` emits reductions: column reductions in row blocks (llvm-cpu), each
+# one stablehlo.reduce (the fallback when a blocked module fails IREE's codegen), or each
+# its own dispatch (Vulkan)
+REDUCTIONS = ("blocks", "whole", "split")
+
 # pure data movement: a chain of these from a function argument may move to the prologue
 LAYOUT_OPS = {"stablehlo.transpose", "stablehlo.reverse", "stablehlo.reshape"}
 
@@ -64,8 +69,10 @@ LAYOUT_OPS = {"stablehlo.transpose", "stablehlo.reverse", "stablehlo.reshape"}
 class Emitter:
     """Appends generic-form ops to a function body."""
 
-    def __init__(self, indent: str = "    ", split_reductions: bool = False):
-        self.split_reductions = split_reductions    # see ``reduce``
+    def __init__(self, indent: str = "    ", reductions: str = "blocks"):
+        if reductions not in REDUCTIONS:
+            raise ValueError(f"reductions must be one of {REDUCTIONS}, got {reductions!r}")
+        self.reductions = reductions        # see ``reduce``
         self.lines: list[str | None] = []
         self.prologue: list[str] = []       # ops moved to the top of the function (see fence)
         self.indent = indent
@@ -442,13 +449,15 @@ class Emitter:
 
     INIT = {"add": 0.0, "mul": 1.0, "max": -math.inf, "min": math.inf}
 
-    # column reductions of at least this many rows are summed in row blocks (``reduce``)
-    COLUMN_ROWS = 4096
+    # column reductions of at least this many rows are summed in row blocks (``reduce``);
+    # ResNet-8 b16 training 24.0 / 22.1 / 21.6 ms with 4096 / 1024 / 256 (its last stage's
+    # BatchNorms reduce 1024 rows)
+    COLUMN_ROWS = 256
     COLUMN_CHUNKS = 64
 
     def _column_chunks(self, x: Value, dims: list[int]) -> int:
         """Row blocks to sum ``x`` over its leading ``dims`` in, 0 for one reduction."""
-        if self.split_reductions or dims != list(range(len(dims))) or len(dims) == x.ndim:
+        if self.reductions != "blocks" or dims != list(range(len(dims))) or len(dims) == x.ndim:
             return 0
         rows = int(np.prod(x.shape[:len(dims)]))
         if rows < self.COLUMN_ROWS or rows % self.COLUMN_CHUNKS:
@@ -480,22 +489,25 @@ class Emitter:
             # two channels each walking every row with a stride when a full-size result shares
             # the dispatch (ResNet-8's first-stage BatchNorm gradient: 3.7 ms of CPU).  Summing
             # contiguous row blocks first gives each workgroup whole rows of all channels.
+            # Some modules so blocked fail IREE 3.13's codegen (ResNet-8's backward without
+            # recomputation: a matmul epilogue with three packed results, "operations with
+            # large vector sizes"); build.compile_program then compiles them "whole".
             k = len(dims)
             rows = int(np.prod(x.shape[:k]))
             blocks = self.reshape(x, (chunks, rows // chunks) + tuple(x.shape[k:]))
             return self.reduce(self.reduce(blocks, [1], kind), [0], kind)
-        if self.split_reductions:
+        if self.reductions == "split":
             x = self.barrier(x)
         init = self.constant(self._init_value(kind, x.dtype), (), x.dtype)
         shape = [d for i, d in enumerate(x.shape) if i not in dims]
         y = self.op("stablehlo.reduce", [x, init], shape, x.dtype, attrs=f"dimensions = {_array(dims)}",
                     region=self._region(kind, x.dtype))
-        # split_reductions: a reduction is its own dispatch, reading a materialized input.
+        # "split": a reduction is its own dispatch, reading a materialized input.
         # IREE 3.13's SPIR-V codegen stages a reduction's whole input in workgroup memory when
         # its producer also stores a full-size result or consumers are fused after it;
         # BatchNorm training at batch 8 x 8 channels x 16 x 16 needed 64 KiB where the default
         # Vulkan target has 16 KiB, so conv + BatchNorm nets did not compile for Vulkan.
-        return self.barrier(y) if self.split_reductions else y
+        return self.barrier(y) if self.reductions == "split" else y
 
     def _init_value(self, kind: str, dtype) -> float:
         v = self.INIT[kind]

@@ -151,7 +151,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                    is_train: bool = False, add_to: Sequence[int] = (), monitor: str | None = None,
                    output_args: bool = False, layouts: layout.Layouts | None = None,
                    physical_outputs: Sequence[int] = (), alias_early: Sequence[int] = (),
-                   split_reductions: bool = False, resident: Sequence[int] = ()) -> str:
+                   reductions: str = "blocks", resident: Sequence[int] = ()) -> str:
     """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
 
     ``monitor`` ("outputs" | "all") adds ``flow.tensor.trace`` ops named as MXNet's
@@ -173,7 +173,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     at the end, so every one of them counted in the arena.  Only for outputs whose storage
     aliases no input (the executor's own result and residual buffers).
 
-    ``split_reductions``: every reduction is its own dispatch (``Emitter.reduce``; for Vulkan).
+    ``reductions``: how reductions are emitted (``emitter.REDUCTIONS``, ``Emitter.reduce``).
 
     ``resident``: inputs (by position) read from IREE parameters (``util.global`` with a
     ``#flow.parameter.named<"aotexec"::"p<k>">`` initial value, k counting the resident inputs
@@ -181,7 +181,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     packing, layout transposes) into the module's initializer, run once per parameter set
     instead of on every call (``Program.bind_parameters``, ``Executor._resident_module``).
     """
-    b = Emitter(split_reductions=split_reductions)
+    b = Emitter(reductions=reductions)
     lay = layouts or layout.Layouts()
     values: dict[tuple[int, int], Value] = {}
     nchw: dict[tuple[int, int], Value] = {}          # NCHW copies of channels-last values
