@@ -10,11 +10,11 @@ Policies:
   of activations for backward than ``none`` and plans at least that much less memory
   (``passes.plan_memory``, what ``debug_str`` reports), else ``none``.  As TorchInductor's
   default partitioner does, recompute only cheap values that fuse into their readers, and
-  only where that buys memory: ResNet-8 b16 training saves 5.25 MB instead of 9.76 and plans 7.0 MB instead of
-  10.25 at the same speed.  LeNet (the plan does not shrink, 6.33 MB either way, and what
-  the executor holds grows, 7.1 -> 9.8 MB, with IREE's arena) and MLPs (a
-  ReLU output saved either way; recomputing it cost 20% on the benchmark MLP) keep MXNet's
-  graph.
+  only where that buys memory: ResNet-8 b16 training saves 5.25 MB instead of 9.76 and
+  plans 7.0 MB instead of 10.25 at the same speed.  LeNet (the plan does not shrink, 6.33
+  MB either way, and what the executor holds grows, 7.1 -> 9.8 MB, with IREE's arena) and
+  MLPs (a ReLU output saved either way; recomputing it cost 20% on the benchmark MLP) keep
+  MXNet's graph.
 - ``none``: keep everything backward reads (MXNet's default; MXNET_BACKWARD_DO_MIRROR=0);
 - ``mxnet``: MXNET_BACKWARD_DO_MIRROR=1 (recompute all but the ops in ``MXNET_KEPT``);
 - ``dots``: keep only the outputs of matrix products (JAX's ``dots_saveable``): a
