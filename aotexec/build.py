@@ -26,7 +26,7 @@ from .compiler import CompileError, CompileOptions, compile_mlir, verify_mlir
 from .graph import Entry, IndexedGraph
 from .lowering import layout
 from .lowering.module import lower_function, module_text, uses_rng
-from .passes.gradient import SHAPE_ONLY, GradientGraph, build_gradient_graph
+from .passes.gradient import SHAPE_ONLY, GradientGraph, build_gradient_graph, residuals
 from .passes.mirror import mirrored_typing, resolve
 from .passes.infer import Typing
 from .runtime.program import EntryPoint, ProgramSpec, resident_allowed
@@ -58,21 +58,9 @@ def training_plan(symbol, typing: Typing, reqs: dict[str, str], mirror: bool | s
     shapes = {n.name: typing.node_shape(n) for n in fg.variables()}
     dtypes = {n.name: typing.node_dtype(n) for n in fg.variables()}
     gg, full_typing = mirrored_typing(build_gradient_graph(symbol._outputs, wrt), resolve(mirror), shapes, dtypes)
-    forward_ids = {id(n) for n in fg.nodes}
-    residuals: list[Entry] = []
-    seen = set()
-    for n in full_typing.graph.nodes:
-        if id(n) in forward_ids or n.op is None:
-            continue
-        for pos, e in enumerate(n.inputs):
-            if id(e.node) in forward_ids and e.node.op is not None and (n.op.name, pos) not in SHAPE_ONLY:
-                key = (id(e.node), e.index)
-                if key not in seen:
-                    seen.add(key)
-                    residuals.append(e)
     heads = sorted(gg.head_grad_vars)
     add = [n for n in wrt if reqs[n] == "add"]
-    return TrainingPlan(gg, full_typing, residuals, heads, wrt, add)
+    return TrainingPlan(gg, full_typing, residuals(gg, full_typing.graph), heads, wrt, add)
 
 
 def saved_activation_bytes(symbol, typing: Typing, reqs: dict[str, str], mirror: bool | str | None) -> int:

@@ -39,6 +39,24 @@ class GradientGraph:
 # (op, input position) read for its shape only: head-gradient and zero helper nodes
 SHAPE_ONLY = {("_identity_with_attr_like_rhs", 1), ("zeros_like", 0)}
 
+
+def residuals(gg: GradientGraph, full: IndexedGraph) -> list[Entry]:
+    """The forward values the backward nodes of ``full`` (``gg``'s graph, possibly mirrored)
+    read, in first-read order: what forward_train keeps for backward."""
+    fwd = {id(n) for n in IndexedGraph(gg.forward_heads).nodes}
+    out: list[Entry] = []
+    seen = set()
+    for n in full.nodes:
+        if id(n) in fwd or n.op is None:
+            continue
+        for pos, e in enumerate(n.inputs):
+            key = (id(e.node), e.index)
+            if id(e.node) in fwd and e.node.op is not None and (n.op.name, pos) not in SHAPE_ONLY \
+                    and key not in seen:
+                seen.add(key)
+                out.append(e)
+    return out
+
 _ZERO = object()   # a gradient contribution known to be zero (nnvm's zero_ops)
 
 

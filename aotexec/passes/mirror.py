@@ -42,7 +42,7 @@ from typing import Callable
 from ..base import AotexecError
 from ..graph import Entry, IndexedGraph, Node
 from ..ops.registry import draws_random
-from .gradient import SHAPE_ONLY, GradientGraph
+from .gradient import SHAPE_ONLY, GradientGraph, residuals
 from .infer import Typing, infer
 from .plan_memory import entry_bytes, plan_memory
 
@@ -192,12 +192,7 @@ def _per_reader(policy: str, backward: list[Node], fwd: set[int], kept: Callable
 
 def saved_bytes(gg: GradientGraph, typing: Typing) -> int:
     """Bytes of the forward values backward reads (what forward_train keeps for backward)."""
-    g = typing.graph
-    fwd = {id(n) for n in IndexedGraph(gg.forward_heads).nodes}
-    read = {g.eid(e) for n in g.nodes if n.op is not None and id(n) not in fwd
-            for pos, e in enumerate(n.inputs)
-            if id(e.node) in fwd and e.node.op is not None and (n.op.name, pos) not in SHAPE_ONLY}
-    return sum(entry_bytes(typing, eid) for eid in read)
+    return sum(entry_bytes(typing, typing.graph.eid(e)) for e in residuals(gg, typing.graph))
 
 
 def mirrored_typing(gg: GradientGraph, policy: str, shapes: dict, dtypes: dict) -> tuple[GradientGraph, Typing]:
