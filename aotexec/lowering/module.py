@@ -16,7 +16,7 @@ from ..graph import Entry, Node
 from ..ops.registry import draws_random
 from ..passes.gradient import SHAPE_ONLY
 from ..passes.infer import Typing
-from ..runtime.program import RESIDENT_SCOPE
+from ..signature import RESIDENT_SCOPE
 from . import layout
 from .emitter import Emitter, Value
 

@@ -16,9 +16,7 @@ import numpy as np
 from ..base import AotexecError
 from .context import Context
 from .device import Device, LoadedModule
-
-
-RESIDENT_SCOPE = "aotexec"      # the IREE parameter scope of resident inputs (lowering.module)
+from ..signature import RESIDENT_SCOPE
 
 
 def resident_allowed() -> bool:
