@@ -27,10 +27,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from .base import AotexecError
+from .options import Options
 from .runtime.context import Context, current_context
-from .runtime.program import Program, ProgramSpec, resident_wanted
+from .runtime.program import Program, resident_wanted
+from .runtime.provider import Placement
+from .signature import ProgramSpec
 
-FORMAT_VERSION = 2   # 2: shape variants, planned-buffer ABI (iree.abi.output)
+FORMAT_VERSION = 3   # 2: shape variants, planned-buffer ABI (iree.abi.output); 3: typed entry-point ports
 MANIFEST = "manifest.json"
 TARGET_FILES = {"llvm-cpu": "llvm-cpu.vmfb", "vulkan-spirv": "vulkan-spirv.vmfb", "cuda": "cuda.vmfb"}
 RESIDENT = "llvm-cpu-resident"   # a variant's forward_infer with resident parameters (optional file)
@@ -73,13 +76,14 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
     """
     from . import build
     from .compiler import CompileOptions, compiler_version, resolve_cpu
-    from .passes.mirror import resolve
-    from .runtime.executor import bind_typing, normalize_grad_req
+    from .ops.registry import train_mode_matters
+    from .runtime.bind_args import bind_typing, normalize_grad_req
     from .util import shape_from_user
 
+    options = Options.from_env(mirror=mirror)
     reqs = normalize_grad_req(grad_req, symbol.list_arguments())
     train = any(r != "null" for r in reqs.values())
-    policy = resolve(mirror)
+    policy = options.mirror
     variants_in = [shapes] if isinstance(shapes, dict) else list(shapes)
     if not variants_in:
         raise AotexecError("give the input shapes of at least one variant")
@@ -104,14 +108,13 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
     for target in targets:
         if target not in TARGET_FILES:
             raise AotexecError(f"unknown target {target!r}; choose from {', '.join(TARGET_FILES)}")
-        opts = CompileOptions(target=target, cpu=cpu, cuda_arch=cuda_arch)
-        manifest["targets"][target] = {"cpu": resolve_cpu(opts)} if target == "llvm-cpu" else \
+        opts = CompileOptions(target=target, cpu=cpu, cuda_arch=cuda_arch, extra_flags=options.iree_flags)
+        manifest["targets"][target] = {"cpu": resolve_cpu(opts, options=options)} if target == "llvm-cpu" else \
             {"cuda_arch": cuda_arch} if target == "cuda" else {}
     for k, v in enumerate(variants_in):
         typing = bind_typing(symbol, {n: shape_from_user(sh) for n, sh in v.items()},
                         {n: np.dtype(d) for n, d in (dtypes or {}).items()})
         g = typing.graph
-        from .ops.registry import train_mode_matters
         modes = ["forward_infer"] + (["forward_train", "backward", "train_step"] if train else
                                      ["forward_train"] if train_mode_matters(g.nodes) else [])
         variant: dict[str, Any] = {
@@ -119,19 +122,19 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
             "dtypes": {n.name: typing.node_dtype(n).name for n in g.variables()},
             "grad_req": reqs if train else None, "entry_points": None, "files": {}}
         for target in targets:
-            opts = CompileOptions(target=target, cpu=cpu, cuda_arch=cuda_arch)
+            opts = CompileOptions(target=target, cpu=cpu, cuda_arch=cuda_arch, extra_flags=options.iree_flags)
             if progress:
                 progress(f"compiling {target}" + (f" (cpu={cpu})" if target == "llvm-cpu" else "")
                          + (f" for {v}" if len(variants_in) > 1 else ""))
-            vmfb, spec = build.compile_program(symbol, typing, modes, opts, reqs=reqs if train else None,
+            vmfb, spec = build.compile_program(symbol, typing, modes, opts, options, reqs=reqs if train else None,
                                                mirror=policy)
             fname = TARGET_FILES[target] if k == 0 else TARGET_FILES[target].replace(".vmfb", f".v{k}.vmfb")
             variant["files"][target] = _write(out_dir / fname, vmfb)
             variant["entry_points"] = spec.to_json()
-            if build.resident_enabled(opts):
+            if build.program.resident_enabled(opts, options):
                 # inference executors keep their parameters resident (docs/ARCHITECTURE.md); such a
                 # module needs them at load, so it is a file of its own
-                vmfb, spec = build.compile_program(symbol, typing, ["forward_infer"], opts,
+                vmfb, spec = build.compile_program(symbol, typing, ["forward_infer"], opts, options,
                                                    resident=build.resident_parameters(symbol, typing))
                 variant["files"][RESIDENT] = _write(out_dir / fname.replace(".vmfb", ".resident.vmfb"), vmfb)
                 variant["resident_entry_points"] = spec.to_json()
@@ -169,9 +172,10 @@ def _params_to_numpy(params: Any, symbol) -> dict[str, np.ndarray]:
 class Artifact:
     """A loaded artifact: its symbol, parameters and, per shape variant, one module per target."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], ctx: Context | None):
+    def __init__(self, path: Path, manifest: dict[str, Any], ctx: Context | None, options: Options):
         from .symbol import load_json
         self.path = path
+        self.options = options
         self.manifest = manifest
         self.ctx = ctx
         self.symbol = load_json((path / manifest["symbol"]).read_text())
@@ -223,19 +227,11 @@ class Artifact:
         return prog
 
     @property
-    def _provider(self):
-        """The executor's program provider; ``eager``: executors check shapes at bind/reshape."""
-        import functools
-        provide = functools.partial(self._provide)
-        provide.eager = True
-        # artifacts written before the policy was recorded were compiled without mirroring
-        provide.mirror = self.manifest.get("mirror", "none")
-        return provide
+    def _provider(self) -> "ArtifactProvider":
+        return ArtifactProvider(self)
 
-    def _provide(self, symbol, typing, modes, ctx, reqs=None, monitor=None):
-        if monitor:
-            raise AotexecError("monitor callbacks run a traced debug build, which needs the compiler; "
-                               "artifacts hold the fast build only")
+    def find_variant(self, typing, modes, reqs) -> int:
+        """The variant compiled for these shapes, holding ``modes`` for this grad_req."""
         g = typing.graph
         want = {n.name: tuple(typing.node_shape(n)) for n in g.variables()}
         for k in range(len(self.variants)):
@@ -258,7 +254,7 @@ class Artifact:
                     set(built or {})) if (reqs or {}).get(n) != (built or {}).get(n)}
             raise AotexecError(f"artifact {self.path} was compiled for another grad_req: {diff}; bind with the "
                                "grad_req it was compiled for (the default) or recompile")
-        return self.program(ctx, k, self.resident_specs[k] is not None and resident_wanted(modes, reqs, ctx.target))
+        return k
 
     @property
     def grad_req(self) -> dict[str, str] | None:
@@ -283,7 +279,7 @@ class Artifact:
     def simple_bind(self, ctx: Context | None = None, grad_req=None, **shapes) -> Any:
         """An Executor at one of the artifact's variants, with its parameters loaded.
         ``grad_req`` defaults to what the training entry points were compiled for."""
-        from .runtime.executor import simple_bind
+        from .runtime.binding import simple_bind
         grad_req = self._check_grad_req(grad_req)
         ctx = ctx or self.ctx or current_context()
         self.program(ctx)
@@ -296,7 +292,7 @@ class Artifact:
 
     def bind(self, ctx: Context | None = None, args=None, args_grad=None, grad_req=None, aux_states=None,
              **kwargs) -> Any:
-        from .runtime.executor import bind
+        from .runtime.binding import bind
         grad_req = self._check_grad_req(grad_req)
         ctx = ctx or self.ctx or current_context()
         ex = bind(self.symbol, ctx, args, args_grad=args_grad, grad_req=grad_req, aux_states=aux_states,
@@ -315,12 +311,46 @@ class Artifact:
         return f"<Artifact {self.manifest.get('name')} at {self.path} targets={self.targets}>"
 
 
+class ArtifactProvider:
+    """``runtime.provider.ProgramProvider`` from an artifact's precompiled modules only."""
+    eager = True
+
+    def __init__(self, artifact: Artifact):
+        self.artifact = artifact
+        # artifacts written before the policy was recorded were compiled without mirroring
+        self.mirror = artifact.manifest.get("mirror", "none")
+
+    def program(self, symbol, typing, modes, ctx, reqs=None, monitor=None) -> Program:
+        if monitor:
+            raise AotexecError("monitor callbacks run a traced debug build, which needs the compiler; "
+                               "artifacts hold the fast build only")
+        art = self.artifact
+        k = art.find_variant(typing, modes, reqs)
+        return art.program(ctx, k, art.resident_specs[k] is not None and
+                           resident_wanted(modes, reqs, ctx.target, art.options.resident))
+
+    def debug_str(self, symbol, typing, wrt: list[str]) -> str:
+        from .debug_str import render   # graph passes only: no compiler needed
+        return render(symbol, typing, wrt, self.mirror)
+
+    def placement(self, symbol, typing, reqs, group2ctx, ctx, train: bool) -> Placement:
+        """group2ctx compiles one module per context: artifacts hold whole-graph modules only."""
+        try:
+            from .build.provider import CompileProvider
+        except ImportError as e:
+            raise AotexecError(f"group2ctx compiles one module per context, which needs the IREE compiler "
+                               f"(pip install 'aotexec[compiler]'; {e}); bind the artifact without group2ctx") from None
+        return CompileProvider(self.artifact.options.replace(mirror=self.mirror)).placement(
+            symbol, typing, reqs, group2ctx, ctx, train)
+
+
 def _fail(path: Path, what: str) -> AotexecError:
     return AotexecError(f"invalid artifact {path}: {what}")
 
 
 def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
     """Open and validate an artifact directory (runtime only; no compiler needed)."""
+    options = Options.from_env()
     path = Path(path)
     mpath = path / MANIFEST
     if not mpath.is_file():
@@ -366,6 +396,6 @@ def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
             raise _fail(path, f"{rec['file']} ({what}) does not match the sha256 in the manifest "
                               "(corrupt or modified file); recompile the artifact")
     try:
-        return Artifact(path, manifest, ctx)
+        return Artifact(path, manifest, ctx, options)
     except (KeyError, ValueError, TypeError) as e:
         raise _fail(path, f"{type(e).__name__}: {e}") from None

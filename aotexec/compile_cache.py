@@ -19,8 +19,6 @@ from pathlib import Path
 
 __all__ = [
     "CACHE_FORMAT_VERSION",
-    "cache_dir",
-    "cache_enabled",
     "cache_key",
     "lookup",
     "store",
@@ -46,23 +44,6 @@ _mem_bytes = 0
 _stats = {"hits_memory": 0, "hits_disk": 0, "misses": 0}
 
 
-def cache_dir() -> Path:
-    """AOTEXEC_CACHE_DIR, else $XDG_CACHE_HOME/aotexec, else ~/.cache/aotexec."""
-    env = os.environ.get("AOTEXEC_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "aotexec"
-
-
-def cache_enabled(use_cache: bool | None) -> bool:
-    """An explicit use_cache wins; otherwise AOTEXEC_CACHE=0/false/off disables."""
-    if use_cache is not None:
-        return use_cache
-    return os.environ.get("AOTEXEC_CACHE", "1").strip().lower() not in ("0", "false", "off", "no")
-
-
 def cache_key(mlir_text: str, flags: list[str], compiler_version: str) -> str:
     h = hashlib.sha256()
     # NUL separators: no flag or version string contains one, so fields cannot alias.
@@ -74,8 +55,8 @@ def cache_key(mlir_text: str, flags: list[str], compiler_version: str) -> str:
     return h.hexdigest()
 
 
-def _entry_path(key: str) -> Path:
-    return cache_dir() / "vmfb" / key[:2] / f"{key}.vmfb"
+def _entry_path(root: Path, key: str) -> Path:
+    return root / "vmfb" / key[:2] / f"{key}.vmfb"
 
 
 def _mem_put(key: str, data: bytes) -> None:
@@ -93,8 +74,8 @@ def _mem_put(key: str, data: bytes) -> None:
             _mem_bytes -= len(evicted)
 
 
-def _read_disk(key: str) -> bytes | None:
-    path = _entry_path(key)
+def _read_disk(root: Path, key: str) -> bytes | None:
+    path = _entry_path(root, key)
     try:
         blob = path.read_bytes()
     except OSError:
@@ -117,8 +98,8 @@ def _read_disk(key: str) -> bytes | None:
     return None
 
 
-def _write_disk(key: str, data: bytes) -> None:
-    path = _entry_path(key)
+def _write_disk(root: Path, key: str, data: bytes) -> None:
+    path = _entry_path(root, key)
     header = _HEADER.pack(_MAGIC, CACHE_FORMAT_VERSION, len(data), hashlib.sha256(data).digest())
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -136,8 +117,8 @@ def _write_disk(key: str, data: bytes) -> None:
         _log.warning("could not write compile cache entry %s: %s", path, e)
 
 
-def lookup(key: str) -> bytes | None:
-    """Memory, then disk (promoting to memory); counts a miss when both fail."""
+def lookup(root: Path, key: str) -> bytes | None:
+    """Memory, then disk under ``root`` (promoting to memory); counts a miss when both fail."""
     with _lock:
         data = _mem.get(key)
         if data is not None:
@@ -146,7 +127,7 @@ def lookup(key: str) -> bytes | None:
     if data is not None:
         _log.debug("compile cache hit (memory) %s", key[:16])
         return data
-    data = _read_disk(key)
+    data = _read_disk(root, key)
     if data is not None:
         _mem_put(key, data)
         with _lock:
@@ -159,9 +140,9 @@ def lookup(key: str) -> bytes | None:
     return None
 
 
-def store(key: str, data: bytes) -> None:
+def store(root: Path, key: str, data: bytes) -> None:
     _mem_put(key, data)
-    _write_disk(key, data)
+    _write_disk(root, key, data)
 
 
 def cache_stats() -> dict[str, int]:

@@ -5,7 +5,7 @@ Two drivers produce the same module: the in-process C embedding API
 ``iree-compile`` binary in a subprocess (isolates compiler crashes and memory).
 Small graphs take the in-process path because bind-time latency matters;
 graphs whose text exceeds ``_INPROCESS_MAX_CHARS`` go to the subprocess, where
-the spawn cost is noise. ``AOTEXEC_COMPILE_MODE=inprocess|subprocess`` forces one.
+the spawn cost is noise. ``Options.compile_mode`` (AOTEXEC_COMPILE_MODE) forces one.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from aotexec.base import AotexecError
 from aotexec import compile_cache
 from aotexec.compile_cache import cache_stats, clear_memory_cache, reset_cache_stats
+from aotexec.options import Options
 from aotexec.runtime import cpu_features
 
 __all__ = [
@@ -98,9 +100,7 @@ def iree_flags(opts: CompileOptions) -> list[str]:
         ]
     else:
         raise AotexecError(f"unknown compile target {opts.target!r}; expected one of {', '.join(TARGETS)}")
-    # AOTEXEC_IREE_FLAGS: extra flags for experiments (part of the cache key like the rest)
-    env = os.environ.get("AOTEXEC_IREE_FLAGS", "").split()
-    return flags + list(opts.extra_flags) + env
+    return flags + list(opts.extra_flags)
 
 
 @functools.lru_cache(maxsize=1)
@@ -301,23 +301,27 @@ def _compile_subprocess(mlir_text: str, flags: list[str], opts: CompileOptions) 
     return proc.stdout
 
 
-def _choose_mode(mlir_text: str) -> str:
-    mode = os.environ.get("AOTEXEC_COMPILE_MODE", "auto").strip().lower()
+def _choose_mode(mlir_text: str, mode: str) -> str:
     if mode in ("inprocess", "subprocess"):
         return mode
     return "inprocess" if len(mlir_text) <= _INPROCESS_MAX_CHARS else "subprocess"
 
 
-def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None = None) -> bytes:
-    """StableHLO/MLIR text -> vmfb bytes. Raises CompileError (an AotexecError)."""
+def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None = None,
+                 options: Options | None = None) -> bytes:
+    """StableHLO/MLIR text -> vmfb bytes. Raises CompileError (an AotexecError).
+
+    ``options`` (default: from the environment) gives the cache and the compile mode;
+    an explicit ``use_cache`` wins over ``options.cache``."""
+    options = options or Options.from_env()
     flags = iree_flags(opts)
     key = None
-    if compile_cache.cache_enabled(use_cache):
+    if options.cache if use_cache is None else use_cache:
         key = compile_cache.cache_key(mlir_text, flags, compiler_version())
-        hit = compile_cache.lookup(key)
+        hit = compile_cache.lookup(options.cache_dir, key)
         if hit is not None:
             return hit
-    mode = _choose_mode(mlir_text)
+    mode = _choose_mode(mlir_text, options.compile_mode)
     t0 = time.perf_counter()
     if mode == "inprocess":
         try:
@@ -335,7 +339,7 @@ def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None
         f" key {key[:16]}" if key else "",
     )
     if key is not None:
-        compile_cache.store(key, vmfb)
+        compile_cache.store(options.cache_dir, key, vmfb)
     return vmfb
 
 
@@ -392,12 +396,13 @@ def _flag_value(flags: tuple[str, ...], name: str) -> str | None:
     return value
 
 
-@functools.lru_cache(maxsize=1)
-def _llvm_host_cpu() -> str | None:
-    """LLVM's name for this CPU (e.g. 'rocketlake'), for messages; ~0.2 s once per machine."""
+@functools.lru_cache(maxsize=4)
+def _llvm_host_cpu(cache_dir: Path) -> str | None:
+    """LLVM's name for this CPU (e.g. 'rocketlake'), for messages; ~0.2 s once per machine
+    (remembered in ``cache_dir``)."""
     flags_have = sorted(cpu_features.host_cpu_features())
     marker = f"{compiler_version()}|{cpu_features.host_cpu_model()}|{','.join(flags_have)}"
-    path = compile_cache.cache_dir() / "host-cpu.json"
+    path = cache_dir / "host-cpu.json"
     try:
         rec = json.loads(path.read_text())
         if rec.get("marker") == marker:
@@ -423,7 +428,7 @@ def _llvm_host_cpu() -> str | None:
     return name
 
 
-def resolve_cpu(opts: CompileOptions, *, llvm_host_name: bool = True) -> dict:
+def resolve_cpu(opts: CompileOptions, *, llvm_host_name: bool = True, options: Options | None = None) -> dict:
     """What an llvm-cpu artifact must record so a loader can refuse an unfit CPU.
 
     ``{"cpu", "triple", "features"}`` (+ ``"host_cpu"``, LLVM's name, for 'host').
@@ -436,7 +441,7 @@ def resolve_cpu(opts: CompileOptions, *, llvm_host_name: bool = True) -> dict:
     rec: dict = {"cpu": opts.cpu, "triple": triple}
     if opts.cpu == "host":
         rec["features"] = sorted(cpu_features.host_cpu_features())
-        rec["host_cpu"] = _llvm_host_cpu() if llvm_host_name else None
+        rec["host_cpu"] = _llvm_host_cpu((options or Options.from_env()).cache_dir) if llvm_host_name else None
     else:
         feats = cpu_features.named_cpu_features(opts.cpu)
         if feats is None:

@@ -7,27 +7,23 @@ parse: ``Total N MB allocated`` (from the memory plan) and the TempSpace line.
 """
 from __future__ import annotations
 
-from .graph import Entry, IndexedGraph
-from .passes.gradient import build_gradient_graph
-from .passes.infer import Typing, infer
-from .passes.mirror import mirrored_typing, resolve
+from .graph import Entry
+from .passes.infer import Typing
 from .passes.plan_memory import plan_memory
+from .passes.training_graph import training_graph
 
 
-def full_graph(symbol, typing: Typing, wrt: list[str], mirror: bool | str | None = None) -> tuple[list[Entry], Typing]:
-    """(heads shown as outputs, the typed full graph as the executor runs it: forward,
-    backward with the ``mirror`` policy's recomputed nodes, aux updates)."""
-    fg = typing.graph
-    shapes = {n.name: typing.node_shape(n) for n in fg.variables()}
-    dtypes = {n.name: typing.node_dtype(n) for n in fg.variables()}
+def full_graph(symbol, typing: Typing, wrt: list[str], policy: str) -> tuple[list[Entry], Typing]:
+    """(heads shown as outputs, the typed graph as the executor runs it: forward, and with
+    gradients backward with the ``policy``'s recomputed nodes and aux updates)."""
     if not wrt:
-        return list(symbol._outputs), infer(IndexedGraph(list(symbol._outputs)), shapes, dtypes)
-    gg, full = mirrored_typing(build_gradient_graph(symbol._outputs, wrt), resolve(mirror), shapes, dtypes)
+        return list(symbol._outputs), typing
+    gg, full = training_graph(symbol._outputs, typing, wrt, policy)
     return gg.forward_heads + list(gg.grad_heads.values()), full
 
 
-def render(symbol, typing: Typing, wrt: list[str], mirror: bool | str | None = None) -> str:
-    shown, full = full_graph(symbol, typing, wrt, mirror)
+def render(symbol, typing: Typing, wrt: list[str], policy: str) -> str:
+    shown, full = full_graph(symbol, typing, wrt, policy)
     g = full.graph
     plan = plan_memory(full)
     lines = ["Symbol Outputs:"]

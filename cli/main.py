@@ -155,10 +155,9 @@ def inspect(artifact: Path = typer.Argument(..., help="artifact directory")) -> 
     _print_summary(art)
     for name, ep in art.spec.entries.items():
         typer.echo(f"entry {name}:")
-        for n, s, d in zip(ep.inputs, ep.input_shapes, ep.input_dtypes):
-            typer.echo(f"    in  {n:24s} {str(tuple(s)):20s} {d}")
-        for n, s, d in zip(ep.outputs, ep.output_shapes, ep.output_dtypes):
-            typer.echo(f"    out {n:24s} {str(tuple(s)):20s} {d}")
+        for kind, ports in (("in ", ep.params), ("out", ep.results)):
+            for p in ports:
+                typer.echo(f"    {kind} {p.name:24s} {str(tuple(p.shape)):20s} {p.dtype:8s} {p.role.value}")
 
 
 @app.command()

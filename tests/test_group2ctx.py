@@ -48,5 +48,5 @@ def test_split_over_cpu_and_vulkan_matches_one_device():
     for name in single.aux_dict:
         np.testing.assert_allclose(placed.aux_dict[name].asnumpy(), single.aux_dict[name].asnumpy(), rtol=1e-4, atol=1e-5)
     # the stage2 segment really runs on Vulkan
-    segments = placed._plan(True)[0]
+    segments = placed._plan(True).segments
     assert {str(s.ctx) for s in segments} == {"cpu(0)", "vulkan(0)"}

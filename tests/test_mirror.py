@@ -150,13 +150,13 @@ def test_auto_policy_recomputes_only_where_the_plan_shrinks(monkeypatch):
 
 @pytest.mark.parametrize("env, policy", [(None, "auto"), ("0", "none"), ("1", "mxnet")])
 def test_environment_variable_picks_the_policy(monkeypatch, env, policy):
-    from aotexec.passes.mirror import resolve
+    from aotexec.options import Options, mirror_policy
     if env is None:
         monkeypatch.delenv("MXNET_BACKWARD_DO_MIRROR", raising=False)
     else:
         monkeypatch.setenv("MXNET_BACKWARD_DO_MIRROR", env)
-    assert resolve(None) == policy
-    assert resolve("dots") == "dots" and resolve(False) == "none"
+    assert Options.from_env(mirror=None).mirror == policy
+    assert mirror_policy("dots") == "dots" and mirror_policy(False) == "none"
 
 
 def test_artifact_records_the_policy_its_modules_run(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 
 from ..base import AotexecError
+from ..options import Options
 
 # MXNet's device type ids for cpu/gpu; vulkan has no MXNet id, 7 is ours.
 _TYPE_IDS = {"cpu": 1, "gpu": 2, "vulkan": 7}
@@ -14,12 +15,17 @@ _DRIVERS = {"cpu": "local-task", "gpu": "cuda", "vulkan": "vulkan"}
 
 
 class Context:
-    """A device: type in {'cpu', 'gpu', 'vulkan'} plus an id. Hashable, immutable."""
+    """A device: type in {'cpu', 'gpu', 'vulkan'} plus an id. Hashable, immutable.
 
-    __slots__ = ("_device_type", "_device_id")
+    ``driver``: the IREE HAL driver; for cpu ``Options.cpu_driver`` (AOTEXEC_CPU_DRIVER) picks
+    local-task or local-sync when the context is made. Contexts equal by type and id alone:
+    buffers of both CPU drivers are host memory and interoperate."""
 
-    def __init__(self, device_type: "str | int | Context", device_id: int = 0):
+    __slots__ = ("_device_type", "_device_id", "_driver")
+
+    def __init__(self, device_type: "str | int | Context", device_id: int = 0, driver: str | None = None):
         if isinstance(device_type, Context):
+            driver = driver or device_type.driver
             device_type, device_id = device_type.device_type, device_type.device_id
         elif isinstance(device_type, int):
             if device_type not in _TYPE_NAMES:
@@ -33,6 +39,9 @@ class Context:
             raise AotexecError(f"device_id must be >= 0, got {device_id}")
         self._device_type = device_type
         self._device_id = device_id
+        if driver is None:
+            driver = Options.from_env().cpu_driver if device_type == "cpu" else _DRIVERS[device_type]
+        self._driver = driver
 
     device_type = property(lambda self: self._device_type)
     device_id = property(lambda self: self._device_id)
@@ -48,8 +57,8 @@ class Context:
 
     @property
     def driver(self) -> str:
-        """IREE runtime HAL driver for this device type."""
-        return _DRIVERS[self._device_type]
+        """IREE runtime HAL driver of this context."""
+        return self._driver
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Context) and self._device_type == other._device_type

@@ -59,7 +59,6 @@ def _unavailable(ctx: Context, driver: str, reason: str) -> AotexecError:
                         f"is not available: {reason}. {hint}")
 
 
-_CPU_DRIVERS = ("local-task", "local-sync")
 
 # IREE 3.13's bindings print pages of nanobind "leaked function" lines at every exit
 # (cosmetic, see shared IREE notes); keep users' terminals readable.
@@ -82,18 +81,13 @@ def _release_semaphores() -> None:
 
 
 def default_driver(ctx: Context) -> str:
-    """HAL driver for ctx; cpu honours AOTEXEC_CPU_DRIVER=local-sync|local-task.
+    """HAL driver for ctx (``Context.driver``; for cpu ``Options.cpu_driver``).
 
     local-sync runs dispatches inline on the calling thread: ~5 us per tiny call here
     against 20-140 us (bimodal, workers waking late) for the local-task thread pool,
     which only pays off for graphs with large, parallel dispatches.
     """
-    if ctx.device_type != "cpu":
-        return ctx.driver
-    driver = os.environ.get("AOTEXEC_CPU_DRIVER") or ctx.driver
-    if driver not in _CPU_DRIVERS:
-        raise AotexecError(f"AOTEXEC_CPU_DRIVER={driver!r}; expected one of {_CPU_DRIVERS}")
-    return driver
+    return ctx.driver
 
 
 def _shape_nbytes(shape: Sequence[int], dtype: np.dtype) -> int:

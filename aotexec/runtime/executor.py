@@ -1,9 +1,9 @@
-"""The Executor: MXNet's bind / simple_bind / forward over compiled IREE programs.
+"""The Executor: MXNet's forward / backward / reshape over compiled IREE programs.
 
-Binding infers shapes and dtypes, allocates (or adopts) the arrays, and gets a
-``Program`` either from an artifact (runtime only) or by compiling through the
-cache (``aotexec.build``, imported lazily so edge installs never need the
-compiler).  ``forward`` copies keyword inputs in place and makes one IREE call.
+Its programs come from the ``ProgramProvider`` it was bound with (``runtime.provider``):
+compiled on demand, or precompiled in an artifact, so the runtime never imports the
+compiler.  ``forward`` copies keyword inputs in place and makes one IREE call; the
+arrays bound to each function's ports (``signature.Role``) are the executor's own.
 """
 from __future__ import annotations
 
@@ -13,108 +13,18 @@ import numpy as np
 
 from ..base import AotexecError
 from ..ops.registry import train_mode_matters
-from ..passes.infer import Typing, infer_dtypes, infer_shapes
-from ..passes.mirror import resolve as resolve_mirror
-from ..ops.rules import known
-from .context import Context, current_context
+from ..passes.infer import Typing
+from ..signature import Port, Role
+from .bind_args import _as_ndarray, bind_typing
+from .context import Context
 from .ndarray import NDArray, array as nd_array, zeros as nd_zeros
-from .program import Program, resident_wanted
-
-GRAD_REQS = ("write", "add", "null")
-# (symbol, typing, modes, ctx, grad_reqs) -> Program; artifacts provide one for runtime-only use
-ProgramProvider = Callable[[Any, Typing, Sequence[str], Context, dict], Program]
+from .program import Program
+from .provider import ProgramProvider
 
 HEAD_GRAD_REQUIRED = ("Check failed: i < head_grads.size() && !head_grads[i].is_none(): Because the last "
                       "operator is not Loss function, head_gradient is required when calling backward. If you "
                       "are attempting to minimize the output as an objective, please modify your network and "
                       "pass it through the make_loss symbol.")
-
-
-def compile_provider(cpu: str = "host", mirror: bool | str | None = None) -> ProgramProvider:
-    """Compile on demand through the cache; ``mirror`` is the recomputation policy of
-    ``passes.mirror`` (None: MXNET_BACKWARD_DO_MIRROR when set, else ``auto``)."""
-    policy = resolve_mirror(mirror)
-
-    def provide(symbol, typing: Typing, modes: Sequence[str], ctx: Context, reqs: dict,
-                monitor: str | None = None) -> Program:
-        try:
-            from .. import build
-        except ImportError as e:
-            raise AotexecError(
-                "binding a symbol needs the IREE compiler (pip install 'aotexec[compiler]'), "
-                f"which is not installed ({e}); a runtime-only install runs compiled artifacts "
-                "through ax.load(path).bind(...)") from None
-        opts = build.options_for(ctx, cpu=cpu)
-        resident = build.resident_parameters(symbol, typing) \
-            if monitor is None and resident_wanted(modes, reqs, opts.target) else []
-        # the traced build keeps MXNet's node sequence: no mirror nodes in the monitor's view
-        vmfb, spec = build.compile_program(symbol, typing, modes, opts, reqs=reqs,
-                                           mirror="none" if monitor else policy, monitor=monitor, resident=resident)
-        return Program(ctx, vmfb, spec, traced=monitor is not None)
-    provide.mirror = policy
-    return provide
-
-
-def normalize_grad_req(grad_req, arg_names: list[str]) -> dict[str, str]:
-    if isinstance(grad_req, str):
-        reqs = {n: grad_req for n in arg_names}
-    elif isinstance(grad_req, (list, tuple)):
-        if len(grad_req) != len(arg_names):
-            raise AotexecError(f"grad_req list has {len(grad_req)} entries for {len(arg_names)} arguments")
-        reqs = dict(zip(arg_names, grad_req))
-    elif isinstance(grad_req, dict):
-        reqs = {n: grad_req.get(n, "null") or "null" for n in arg_names}
-    else:
-        raise TypeError("grad_req must be a str, a list or a dict")
-    for n, r in reqs.items():
-        if r not in GRAD_REQS:
-            raise AotexecError(f"grad_req for '{n}' must be one of {GRAD_REQS}, got {r!r}")
-    return reqs
-
-
-def _as_ndarray(x: Any, ctx: Context, what: str) -> NDArray:
-    if isinstance(x, NDArray):
-        return x if x.context == ctx else x.copyto(ctx)
-    if isinstance(x, np.ndarray):
-        return nd_array(x, ctx=ctx)
-    raise TypeError(f"{what} must be an NDArray (or numpy array), got {type(x).__name__}")
-
-
-def _arrays(given, names: list[str], ctx: Context, what: str, required: bool) -> dict[str, NDArray | None]:
-    """MXNet's list-or-dict array arguments, in ``names`` order."""
-    if given is None:
-        if required and names:
-            raise ValueError(f"`{what}` is required: the symbol has {what} {names}")
-        return {n: None for n in names}
-    if isinstance(given, dict):
-        out = {}
-        for n in names:
-            if n in given and given[n] is not None:
-                out[n] = _as_ndarray(given[n], ctx, f"{what}['{n}']")
-            elif required:
-                raise ValueError(f"key `{n}` is missing in `{what}`")
-            else:
-                out[n] = None
-        return out
-    if isinstance(given, (list, tuple)):
-        if len(given) != len(names):
-            raise ValueError(f"Length of {what} do not match number of arguments: got {len(given)}, "
-                             f"expected {len(names)} ({', '.join(names)})")
-        return {n: (None if a is None else _as_ndarray(a, ctx, f"{what}[{i}]"))
-                for i, (n, a) in enumerate(zip(names, given))}
-    raise TypeError(f"Only accept list of NDArrays or dict of str to NDArray for `{what}`")
-
-
-def _check_complete(symbol, typing: Typing) -> None:
-    g = typing.graph
-    missing = [f"{n.name}: {typing.node_shape(n)}" for n in g.variables() if not known(typing.node_shape(n))]
-    if missing:
-        raise AotexecError("Cannot decide shapes for the following inputs; provide them to bind / "
-                           "simple_bind:\n\t" + "\n\t".join(missing))
-    bad = [n.name for n in g.nodes if n.op is not None and
-           any(not known(typing.node_shape(n, i)) for i in range(n.num_outputs))]
-    if bad:
-        raise AotexecError(f"shape inference left the outputs of {bad} undecided")
 
 
 class Executor:
@@ -153,7 +63,7 @@ class Executor:
         # programs compile (or come from the cache) on first use: a training executor never
         # needs the inference build, an inference one never needs the training build;
         # precompiled (artifact) providers load at bind, so a missing shape fails here
-        if getattr(provider, "eager", False):
+        if provider.eager:
             self._program(("forward_infer",))
 
     # ---- MXNet's views of the arrays -----------------------------------
@@ -184,18 +94,17 @@ class Executor:
         prog = self._programs.get(key)
         if prog is None:
             if self._monitor:
-                prog = self._provider(self._symbol, self._typing, list(modes), self._ctx, self._grad_req,
-                                      monitor=self._monitor[1])
+                prog = self._provider.program(self._symbol, self._typing, list(modes), self._ctx, self._grad_req,
+                                              monitor=self._monitor[1])
                 prog.on_trace = self._monitor[0]
             else:
-                prog = self._provider(self._symbol, self._typing, list(modes), self._ctx, self._grad_req)
+                prog = self._provider.program(self._symbol, self._typing, list(modes), self._ctx, self._grad_req)
             self._programs[key] = prog
         return prog
 
     def _rng(self, prog: Program, entry: str) -> list:
         """The (seed, counter) state random ops read; a new counter every training call."""
-        ep = prog.entry(entry)
-        if not ep.inputs or ep.inputs[-1] != "rng":
+        if not prog.entry(entry).takes_rng:
             return []
         from .. import random as ax_random
         state = np.array([ax_random.current_seed(), ax_random.next_stream()], dtype=np.uint64)
@@ -260,10 +169,8 @@ class Executor:
         """Views of the head gradients the compiled backward reads."""
         given = self._given_head_grads(out_grads)
         views = []
-        for name in prog.entry(entry).inputs:
-            if not name.startswith("head_grad:"):
-                continue
-            i = int(name.split(":", 1)[1])
+        for port in prog.entry(entry).of(Role.HEAD_GRAD):
+            i = port.index
             g = given[i] if i < len(given) else None
             if g is None:
                 raise AotexecError(HEAD_GRAD_REQUIRED + f" (output {i}: {self._out_names[i]})")
@@ -275,8 +182,7 @@ class Executor:
         return views
 
     def _old_grads(self, prog: Program, entry: str) -> list:
-        return [self.grad_dict[n.split(":", 1)[1]].handle for n in prog.entry(entry).inputs
-                if n.startswith("old_grad:")]
+        return [self.grad_dict[p.name].handle for p in prog.entry(entry).of(Role.OLD_GRAD)]
 
 
     def _call(self, prog: Program, fn: str, inputs: list, targets: list, module=None) -> None:
@@ -322,19 +228,16 @@ class Executor:
         key = (id(prog), fn)
         views = self._residual_bufs.get(key)
         if views is None:
-            ep = prog.entry(fn)
-            views = [nd_zeros(shape, ctx=self._ctx, dtype=dt).handle
-                     for name, shape, dt in zip(ep.outputs, ep.output_shapes, ep.output_dtypes)
-                     if name.startswith("res:")]
+            views = [nd_zeros(p.shape, ctx=self._ctx, dtype=p.dtype).handle
+                     for p in prog.entry(fn).results_of(Role.RESIDUAL)]
             self._residual_bufs[key] = views
         return views
 
-    def _named_targets(self, names: list[str]) -> list:
-        """Output buffers for results named ``grad:<arg>`` / ``aux:<name>``."""
+    def _named_targets(self, ports: Sequence[Port]) -> list:
+        """Output buffers for gradient and aux-update results."""
         out = []
-        for name in names:
-            kind, key = name.split(":", 1)
-            arr = (self.grad_dict if kind == "grad" else self.aux_dict)[key]
+        for p in ports:
+            arr = (self.grad_dict if p.role is Role.GRAD else self.aux_dict)[p.name]
             arr._storage.written()
             out.append(arr.handle)
         return out
@@ -361,8 +264,7 @@ class Executor:
             ep, module = prog.entry("forward_infer"), None
             if ep.resident:
                 module = self._resident_module(prog, ep.resident)
-                names = ep.inputs[:-1] if ep.inputs[-1:] == ["rng"] else ep.inputs    # as _rng reads it
-                views = [self._variable(n).handle for n in names]
+                views = [self._variable(p.name).handle for p in ep.of(Role.VARIABLE)]
             else:
                 views = self._views()
             self._call(prog, "forward_infer", views + self._rng(prog, "forward_infer"), outs, module)
@@ -411,7 +313,7 @@ class Executor:
         prog = self._program(("forward_train", "backward"))
         views = self._views() + self._residuals + self._head_grads(prog, "backward", out_grads) \
             + self._old_grads(prog, "backward") + self._rng(prog, "backward")
-        self._call(prog, "backward", views, self._named_targets(prog.entry("backward").outputs))
+        self._call(prog, "backward", views, self._named_targets(prog.entry("backward").results))
 
     def forward_backward(self, out_grads=None, **kwargs) -> list[NDArray]:
         """``forward(is_train=True)`` + ``backward(out_grads)`` as one compiled call."""
@@ -422,7 +324,7 @@ class Executor:
         views = self._views() + self._head_grads(prog, "train_step", out_grads) + \
             self._old_grads(prog, "train_step") + self._rng(prog, "train_step")
         n = len(self.outputs)
-        targets = self._output_views() + self._named_targets(prog.entry("train_step").outputs[n:])
+        targets = self._output_views() + self._named_targets(prog.entry("train_step").results[n:])
         self._call(prog, "train_step", views, targets)
         self._residuals = None
         return self.outputs
@@ -470,8 +372,11 @@ class Executor:
             args[name], grads[name] = share("arg", name, self.arg_dict[name], tuple(shape), self.grad_dict.get(name))
         for name, shape in zip(self._aux_names, aux_shapes):
             aux[name], _ = share("aux", name, self.aux_dict[name], tuple(shape), None)
-        return bind(self._symbol, self._ctx, args, args_grad=grads, grad_req=dict(self._grad_req),
-                    aux_states=aux, provider=self._provider)
+        shapes = {n: a.shape for n, a in {**args, **aux}.items()}
+        dtypes = {n: np.dtype(a.dtype) for n, a in {**args, **aux}.items()}
+        reqs = {n: (r if grads.get(n) is not None else "null") for n, r in self._grad_req.items()}
+        return Executor(self._symbol, self._ctx, bind_typing(self._symbol, shapes, dtypes), args, grads, reqs, aux,
+                        self._provider)
 
     def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
                          allow_extra_params: bool = False) -> None:
@@ -488,103 +393,9 @@ class Executor:
 
     def debug_str(self) -> str:
         """The execution plan in MXNet's format, ending with ``Total N MB allocated``."""
-        from ..debug_str import render
-        return render(self._symbol, self._typing, self._wrt, getattr(self._provider, "mirror", None))
+        return self._provider.debug_str(self._symbol, self._typing, self._wrt)
 
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} on {self._ctx}>"
 
 
-def _make(symbol, ctx, typing, args, grads, reqs, aux, provider, group2ctx) -> Executor:
-    """A plain executor, or a placed one when ``group2ctx`` maps groups the graph uses."""
-    groups = {n.attrs.get("__ctx_group__") for n in typing.graph.nodes if n.op is not None} - {None}
-    if group2ctx and any(group2ctx.get(gname, ctx) != ctx for gname in groups):
-        from .placement import PlacedExecutor
-        return PlacedExecutor(symbol, ctx, typing, args, grads, reqs, aux, provider, group2ctx=group2ctx)
-    return Executor(symbol, ctx, typing, args, grads, reqs, aux, provider)
-
-
-def _default_dtypes(symbol, typing_dtypes: list, dtypes: dict) -> dict:
-    """MXNet binds undecided dtypes as float32."""
-    g = symbol._graph
-    out = dict(dtypes)
-    for n in g.variables():
-        if typing_dtypes[g.row_ptr[g.nid(n)]] is None and n.name not in out:
-            out[n.name] = np.dtype("float32")
-    return out
-
-
-def bind_typing(symbol, shapes: dict, dtypes: dict) -> Typing:
-    """Shapes and dtypes of every entry for binding: undecided dtypes default to float32
-    (as in MXNet), undecided shapes are an error naming the inputs."""
-    g = symbol._graph
-    dt = infer_dtypes(g, dtypes)
-    if any(d is None for d in dt):
-        dt = infer_dtypes(g, _default_dtypes(symbol, dt, dtypes))
-    typing = Typing(g, infer_shapes(g, shapes), dt)
-    _check_complete(symbol, typing)
-    return typing
-
-
-def bind(symbol, ctx: Context | None, args, args_grad=None, grad_req="write", aux_states=None,
-         group2ctx=None, shared_exec=None, provider: ProgramProvider | None = None,
-         mirror: bool | None = None) -> Executor:
-    ctx = ctx or current_context()
-    arg_names, aux_names = symbol.list_arguments(), symbol.list_auxiliary_states()
-    arg_arrays = _arrays(args, arg_names, ctx, "args", required=True)
-    aux_arrays = _arrays(aux_states, aux_names, ctx, "aux_states", required=True)
-    shapes = {n: a.shape for n, a in {**arg_arrays, **aux_arrays}.items()}
-    dtypes = {n: np.dtype(a.dtype) for n, a in {**arg_arrays, **aux_arrays}.items()}
-    typing = bind_typing(symbol, shapes, dtypes)
-    reqs = normalize_grad_req(grad_req, arg_names)
-    grads = _arrays(args_grad, arg_names, ctx, "args_grad", required=False)
-    for n in arg_names:
-        if grads[n] is None:
-            reqs[n] = "null"
-        elif grads[n].shape != arg_arrays[n].shape:
-            raise AotexecError(f"gradient array for '{n}' has shape {grads[n].shape}, argument has "
-                               f"{arg_arrays[n].shape}")
-    return _make(symbol, ctx, typing, arg_arrays, grads, reqs, aux_arrays, provider or compile_provider(mirror=mirror),
-                 group2ctx)
-
-
-def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, group2ctx=None,
-                shared_arg_names=None, shared_exec=None, shared_buffer=None,
-                provider: ProgramProvider | None = None, mirror: bool | None = None, **kwargs) -> Executor:
-    ctx = ctx or current_context()
-    inputs = set(symbol.list_inputs())
-    from ..util import shape_from_user
-    shapes = {k: shape_from_user(v) for k, v in kwargs.items() if k in inputs}
-    dtypes = {k: np.dtype(v) for k, v in (type_dict or {}).items() if k in inputs}
-    typing = bind_typing(symbol, shapes, dtypes)
-    g = typing.graph
-    arg_names = symbol.list_arguments()
-    reqs = normalize_grad_req(grad_req, arg_names)
-
-    shared_names = set(shared_arg_names or ())
-
-    def alloc(n, grad: bool = False):
-        """Arrays shared with ``shared_exec`` / ``shared_buffer`` (bucketing) or fresh zeros."""
-        shape, dtype = tuple(typing.node_shape(n)), np.dtype(typing.node_dtype(n))
-        if shared_exec is not None and n.name in shared_names:
-            src = (shared_exec.grad_dict if grad else shared_exec.arg_dict).get(n.name)
-            if src is None and not grad:
-                src = shared_exec.aux_dict.get(n.name)
-            if src is not None:
-                if src.shape != shape or np.dtype(src.dtype) != dtype:
-                    raise AotexecError(f"Shape or dtype of shared array {n.name} mismatch: the shared executor "
-                                       f"has {src.shape} {np.dtype(src.dtype).name}, this one needs {shape} {dtype.name}")
-                return src
-        if shared_buffer is not None and not grad and n.name not in shared_names:
-            buf = shared_buffer.get(n.name)
-            if buf is not None and buf.size >= int(np.prod(shape)) and np.dtype(buf.dtype) == dtype:
-                return buf.view(shape) if buf.shape != shape else buf
-            arr = nd_zeros(shape, ctx=ctx, dtype=dtype)
-            shared_buffer[n.name] = arr
-            return arr
-        return nd_zeros(shape, ctx=ctx, dtype=dtype)
-
-    args = {n.name: alloc(n) for n in g.arguments()}
-    aux = {n.name: alloc(n) for n in g.aux_states()}
-    grads = {n.name: (alloc(n, grad=True) if reqs[n.name] != "null" else None) for n in g.arguments()}
-    return _make(symbol, ctx, typing, args, grads, reqs, aux, provider or compile_provider(mirror=mirror), group2ctx)

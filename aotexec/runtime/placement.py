@@ -8,39 +8,28 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import AotexecError
-from ..graph import Entry, IndexedGraph
+from ..graph import Entry
 from .context import Context
 from .device import Device
-from .executor import Executor
-from .ndarray import NDArray
-from .program import Program
+from .executor import HEAD_GRAD_REQUIRED, Executor
+from .ndarray import NDArray, array as nd_array
+from .provider import Placement
 
 
 class PlacedExecutor(Executor):
     def __init__(self, *args, group2ctx: dict, **kwargs):
         self._group2ctx = {k: v for k, v in group2ctx.items()}
-        self._plans: dict[bool, tuple] = {}
+        self._plans: dict[bool, Placement] = {}
         self._values: dict | None = None
         super().__init__(*args, **kwargs)
 
     # ---- planning ----------------------------------------------------------
-    def _plan(self, train: bool):
+    def _plan(self, train: bool) -> Placement:
+        """Segments and their programs (through the provider: compiling them is compile-side work)."""
         plan = self._plans.get(train)
         if plan is None:
-            from .. import build
-            if train:
-                tp = build.training_plan(self._symbol, self._typing, self._grad_req,
-                                          getattr(self._provider, "mirror", None))
-                heads, typing, gg = tp.gg.heads, tp.typing, tp.gg
-            else:
-                heads, typing, gg = list(self._symbol._outputs), self._typing, None
-            g = IndexedGraph(heads)
-            forward_ids = {id(n) for n in self._typing.graph.nodes}
-            place = build.node_contexts(g, forward_ids, self._group2ctx, self._ctx)
-            segments = build.segment_plan(g, place, forward_ids, heads)
-            programs = {ctx: Program(ctx, vmfb, spec)
-                        for ctx, (vmfb, spec) in build.compile_segments(segments, typing, train).items()}
-            plan = self._plans[train] = (segments, programs, gg)
+            plan = self._plans[train] = self._provider.placement(self._symbol, self._typing, self._grad_req,
+                                                                 self._group2ctx, self._ctx, train)
         return plan
 
     # ---- execution -----------------------------------------------------------
@@ -78,9 +67,9 @@ class PlacedExecutor(Executor):
     def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
         self._feed(kwargs)
         train = bool(is_train and self._wrt)
-        segments, programs, _ = self._plan(train)
+        plan = self._plan(train)
         self._values, self._head_vars = {}, {}
-        self._run(segments, programs, backward=False)
+        self._run(plan.segments, plan.programs, backward=False)
         for out, head in zip(self.outputs, self._symbol._outputs):
             self._deliver(head, out)
         self._residuals = self._values if train else None
@@ -90,18 +79,17 @@ class PlacedExecutor(Executor):
         if not self._wrt:
             return
         self._check_backward_ready()
-        segments, programs, gg = self._plan(True)
+        plan = self._plan(True)
         given = self._given_head_grads(out_grads)
-        from .executor import HEAD_GRAD_REQUIRED
-        for i, var in gg.head_grad_vars.items():
+        for i, var in plan.head_grad_vars.items():
             if i >= len(given) or given[i] is None:
                 raise AotexecError(HEAD_GRAD_REQUIRED + f" (output {i}: {self._out_names[i]})")
             self._head_vars[var.name] = given[i] if isinstance(given[i], NDArray) else \
-                __import__("aotexec").nd.array(np.asarray(given[i]), ctx=self._ctx)
-        self._run(segments, programs, backward=True)
-        for name, e in gg.grad_heads.items():
+                nd_array(np.asarray(given[i]), ctx=self._ctx)
+        self._run(plan.segments, plan.programs, backward=True)
+        for name, e in plan.grad_heads.items():
             self._deliver(e, self.grad_dict[name], add=self._grad_req[name] == "add")
-        for name, e in gg.aux_updates.items():
+        for name, e in plan.aux_updates.items():
             self._deliver(e, self.aux_dict[name])
 
     def forward_backward(self, out_grads=None, **kwargs) -> list[NDArray]:

@@ -4,73 +4,27 @@ artifacts run on edge installs without the compiler.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import os
 import threading
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..base import AotexecError
+from ..signature import RESIDENT_SCOPE, EntryPoint, ProgramSpec
 from .context import Context
 from .device import Device, LoadedModule
-from ..signature import RESIDENT_SCOPE
 
 
-def resident_allowed() -> bool:
-    """AOTEXEC_RESIDENT=0 turns resident parameters off (to compare, or to bisect)."""
-    return os.environ.get("AOTEXEC_RESIDENT", "1") != "0"
-
-
-def resident_wanted(modes, reqs: dict | None, target: str) -> bool:
+def resident_wanted(modes, reqs: dict | None, target: str, allowed: bool = True) -> bool:
     """Whether a program for ``modes`` gets resident parameters: an inference executor (no
     gradients, so its parameters change only when written; a training executor's would
-    change every step) on llvm-cpu, where it was measured."""
-    return (target == "llvm-cpu" and list(modes) == ["forward_infer"]
-            and all(r == "null" for r in (reqs or {}).values()) and resident_allowed())
+    change every step) on llvm-cpu, where it was measured; ``allowed``: ``Options.resident``."""
+    return (allowed and target == "llvm-cpu" and list(modes) == ["forward_infer"]
+            and all(r == "null" for r in (reqs or {}).values()))
 
 
-@dataclass(frozen=True)
-class EntryPoint:
-    """One compiled function: inputs are variable names, outputs are entry names."""
-    name: str
-    inputs: list[str]
-    input_shapes: list[list[int]]
-    input_dtypes: list[str]
-    outputs: list[str]
-    output_shapes: list[list[int]]
-    output_dtypes: list[str]
-    output_args: bool = False     # results go into caller buffers (+ a transients arena)
-    resident: list[str] = field(default_factory=list)   # variables read from IREE parameters p0, p1, ...
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> "EntryPoint":
-        fields = EntryPoint.__dataclass_fields__
-        try:
-            return EntryPoint(**{k: d[k] for k in fields if k in d or fields[k].default is dataclasses.MISSING})
-        except (KeyError, TypeError) as e:
-            raise AotexecError(f"malformed entry point description: {e}") from None
-
-
-@dataclass
-class ProgramSpec:
-    """The entry points of one vmfb (keyed by function name)."""
-    entries: dict[str, EntryPoint] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v.to_json() for k, v in self.entries.items()}
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> "ProgramSpec":
-        return ProgramSpec({k: EntryPoint.from_json(v) for k, v in d.items()})
-
-
-_modules: dict[tuple[Context, str], LoadedModule] = {}
+_modules: dict[tuple[Device, str], LoadedModule] = {}   # per device (driver), by vmfb digest
 _modules_lock = threading.Lock()
 
 
@@ -97,10 +51,10 @@ class Program:
             return
         digest = hashlib.sha256(vmfb).hexdigest()
         with _modules_lock:
-            mod = _modules.get((ctx, digest))
+            mod = _modules.get((self.device, digest))
             if mod is None:
                 mod = self.device.load_module(vmfb)
-                _modules[(ctx, digest)] = mod
+                _modules[(self.device, digest)] = mod
         self.module = mod
 
     def _trace(self, key: str, views: list) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..base import AotexecError, NotImplementedForSymbol
 from ..graph import Entry, IndexedGraph, Node
+from ..options import Options
 from ..passes import infer as _infer
 from ..util import shape_from_user, shape_to_user
 
@@ -249,16 +250,16 @@ class Symbol:
     def simple_bind(self, ctx, grad_req="write", type_dict=None, stype_dict=None, group2ctx=None,
                     shared_arg_names=None, shared_exec=None, shared_buffer=None, *, mirror=None, **kwargs):
         """``mirror``: recompute cheap activations in backward (default: MXNET_BACKWARD_DO_MIRROR)."""
-        from ..runtime.executor import simple_bind
+        from ..runtime.binding import simple_bind
         return simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict, group2ctx=group2ctx,
                            shared_arg_names=shared_arg_names, shared_exec=shared_exec,
-                           shared_buffer=shared_buffer, mirror=mirror, **kwargs)
+                           shared_buffer=shared_buffer, provider=_compiling_provider(mirror), **kwargs)
 
     def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None, group2ctx=None,
              shared_exec=None, *, mirror=None):
-        from ..runtime.executor import bind
+        from ..runtime.binding import bind
         return bind(self, ctx, args, args_grad=args_grad, grad_req=grad_req, aux_states=aux_states,
-                    group2ctx=group2ctx, shared_exec=shared_exec, mirror=mirror)
+                    group2ctx=group2ctx, shared_exec=shared_exec, provider=_compiling_provider(mirror))
 
     def eval(self, ctx=None, **kwargs):
         from ..runtime.context import cpu
@@ -365,3 +366,16 @@ def _clone_graph(heads: list[Entry]) -> list[Entry]:
 def _from_json(text: str) -> Symbol:
     from .json_format import json_to_heads
     return Symbol(json_to_heads(text))
+
+
+def _compiling_provider(mirror: bool | str | None):
+    """Programs compiled on demand, with the options of this bind (the API edge)."""
+    options = Options.from_env(mirror=mirror)
+    try:
+        from ..build.provider import CompileProvider
+    except ImportError as e:
+        raise AotexecError(
+            "binding a symbol needs the IREE compiler (pip install 'aotexec[compiler]'), "
+            f"which is not installed ({e}); a runtime-only install runs compiled artifacts "
+            "through ax.load(path).bind(...)") from None
+    return CompileProvider(options)

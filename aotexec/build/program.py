@@ -1,0 +1,120 @@
+"""A program (vmfb + signatures) for a typed graph: memoized in-process by a key over
+everything that shapes the code, cached on disk by ``compiler.compile_mlir``."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import threading
+from typing import Sequence
+
+import numpy as np
+
+from ..base import AotexecError
+from ..compiler import CompileError, CompileOptions, compile_mlir, verify_mlir
+from ..options import Options
+from ..passes.infer import Typing
+from ..signature import ProgramSpec
+from .entry_points import entry_points
+from .plan import TRAIN_MODES
+
+_log = logging.getLogger("aotexec.build")
+_programs: dict[str, tuple[bytes, ProgramSpec]] = {}
+_lock = threading.Lock()
+stats = {"hits": 0, "misses": 0}
+
+
+def options_for(ctx, cpu: str = "host", cuda_arch: str = "sm_80", options: Options | None = None) -> CompileOptions:
+    """The compile options for a context (``options.iree_flags`` appended to the target's)."""
+    return CompileOptions(target=ctx.target, cpu=cpu, cuda_arch=cuda_arch,
+                          extra_flags=tuple(options.iree_flags) if options else ())
+
+
+def resident_enabled(opts: CompileOptions, options: Options) -> bool:
+    """Inference on llvm-cpu keeps parameters resident unless ``options.resident`` is off (to
+    compare, or to bisect).  Measured there (docs/PERFORMANCE.md); GPU targets pass them per call."""
+    return opts.target == "llvm-cpu" and options.resident
+
+
+def reductions_for(opts: CompileOptions) -> str:
+    """How reductions are emitted (``lowering.emitter.REDUCTIONS``): every one its own dispatch
+    on Vulkan, column reductions in row blocks elsewhere (``Emitter.reduce`` says why)."""
+    return "split" if opts.target == "vulkan-spirv" else "blocks"
+
+
+def program_key(symbol_json: str, shapes: dict, dtypes: dict, modes: Sequence[str], opts: CompileOptions,
+                reqs: dict[str, str] | None, mirror: str, monitor: str | None, layout: str,
+                resident: Sequence[str] = ()) -> str:
+    doc = json.dumps([symbol_json, sorted((k, list(v)) for k, v in shapes.items()),
+                      sorted((k, np.dtype(v).name) for k, v in dtypes.items()), list(modes), repr(opts),
+                      sorted((reqs or {}).items()), mirror, monitor, layout, list(resident)])
+    return hashlib.sha256(doc.encode()).hexdigest()
+
+
+def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileOptions,
+                    options: Options | None = None, reqs: dict[str, str] | None = None,
+                    mirror: str = "none", monitor: str | None = None,
+                    resident: Sequence[str] = ()) -> tuple[bytes, ProgramSpec]:
+    """vmfb bytes + spec for ``symbol`` at the shapes/dtypes of ``typing``."""
+    options = options or Options()
+    g = typing.graph
+    shapes = {n.name: typing.node_shape(n) for n in g.variables()}
+    dtypes = {n.name: typing.node_dtype(n) for n in g.variables()}
+    train = any(m in TRAIN_MODES for m in modes)
+    if resident and (list(modes) != ["forward_infer"] or monitor):
+        raise ValueError("resident parameters are for a forward_infer-only, unmonitored program")
+    key = program_key(symbol.tojson(), shapes, dtypes, modes, opts, reqs if train else None, mirror, monitor,
+                      options.layout, resident)
+    with _lock:
+        hit = _programs.get(key) if options.cache else None
+    if hit is not None:
+        stats["hits"] += 1
+        _log.debug("program cache hit %s", key[:16])
+        return hit
+    stats["misses"] += 1
+    check_target_dtypes(typing, opts.target)
+    build = functools.partial(entry_points, symbol, typing, modes, reqs, mirror, monitor,
+                              channels_last=opts.target == "llvm-cpu" and options.layout == "nhwc",
+                              resident=resident)
+    vmfb, spec = compile_with_fallback(build, reductions_for(opts), opts, options)
+    if options.cache:
+        with _lock:
+            _programs[key] = (vmfb, spec)
+    return vmfb, spec
+
+
+def compile_with_fallback(build, reductions: str, opts: CompileOptions, options: Options):
+    """Compile ``build(reductions=...)``; a module whose blocked column reductions IREE 3.13's
+    codegen rejects (``Emitter.reduce``) is compiled again with whole ones, which only costs
+    speed. Other failures, and failures of the whole form, are raised."""
+    text, spec = build(reductions=reductions)
+    verify_mlir(text)
+    try:
+        return compile_mlir(text, opts, options=options), spec
+    except CompileError as first:
+        if reductions != "blocks":
+            raise
+        whole, spec = build(reductions="whole")
+        if whole == text:
+            raise
+        _log.warning("IREE rejected the module with blocked column reductions (%s); compiling it with "
+                     "whole ones (slower)", first.diagnostics[0][:200] if first.diagnostics else first)
+        return compile_mlir(whole, opts, options=options), spec
+
+
+# IREE 3.13's default Vulkan target (vp_android_baseline_2022) has 32-bit storage only:
+# float64 fails to compile and float16 silently computes wrong values (checked on lavapipe).
+VULKAN_UNSUPPORTED = {"float64": "SPIR-V has no 64-bit float storage in IREE's default Vulkan target",
+                      "float16": "IREE's default Vulkan target lacks 16-bit storage; results would be wrong"}
+
+
+def check_target_dtypes(typing: Typing, target: str) -> None:
+    if target != "vulkan-spirv":
+        return
+    for n in typing.graph.nodes:
+        for i in range(n.num_outputs):
+            d = typing.node_dtype(n, i)
+            if d is not None and d.name in VULKAN_UNSUPPORTED:
+                raise AotexecError(f"{d.name} is not supported on Vulkan ({VULKAN_UNSUPPORTED[d.name]}): "
+                                   f"node '{n.name}' ({n.op_name}) produces {d.name}; use float32 or ax.cpu()")
