@@ -66,8 +66,8 @@ def test_functions_share_one_transient_arena(ctx):
     sizes = [prog.transients_size(fn) for fn in ("forward_train", "backward")]
     usage = ex.memory_usage()
     assert usage["transient_arena"] == max(max(sizes), 64)
-    res = [n for n, _ in zip(prog.entry("forward_train").outputs, prog.entry("forward_train").output_shapes)
-           if n.startswith("res:")]
+    from aotexec.signature import Role
+    res = prog.entry("forward_train").results_of(Role.RESIDUAL)
     assert res and usage["saved_activations"] >= 4 * 4 * 4 * 5 * 5   # at least the conv output is saved
     n_args = sum(int(np.prod(a.shape)) for a in ex.arg_arrays) * 4
     assert usage["arrays"] > n_args                                   # plus gradients, aux states, outputs
