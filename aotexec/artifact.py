@@ -74,7 +74,7 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
     recomputation policy ``mirror`` (``passes.mirror``; recorded, so ``debug_str`` shows the
     graph the modules run).
     """
-    from . import build
+    from . import pipeline
     from .compiler import CompileOptions, compiler_version, resolve_cpu
     from .ops.registry import train_mode_matters
     from .runtime.bind_args import bind_typing, normalize_grad_req
@@ -126,16 +126,16 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
             if progress:
                 progress(f"compiling {target}" + (f" (cpu={cpu})" if target == "llvm-cpu" else "")
                          + (f" for {v}" if len(variants_in) > 1 else ""))
-            vmfb, spec = build.compile_program(symbol, typing, modes, opts, options, reqs=reqs if train else None,
+            vmfb, spec = pipeline.compile_program(symbol, typing, modes, opts, options, reqs=reqs if train else None,
                                                mirror=policy)
             fname = TARGET_FILES[target] if k == 0 else TARGET_FILES[target].replace(".vmfb", f".v{k}.vmfb")
             variant["files"][target] = _write(out_dir / fname, vmfb)
             variant["entry_points"] = spec.to_json()
-            if build.program.resident_enabled(opts, options):
+            if pipeline.program.resident_enabled(opts, options):
                 # inference executors keep their parameters resident (docs/ARCHITECTURE.md); such a
                 # module needs them at load, so it is a file of its own
-                vmfb, spec = build.compile_program(symbol, typing, ["forward_infer"], opts, options,
-                                                   resident=build.resident_parameters(symbol, typing))
+                vmfb, spec = pipeline.compile_program(symbol, typing, ["forward_infer"], opts, options,
+                                                   resident=pipeline.resident_parameters(symbol, typing))
                 variant["files"][RESIDENT] = _write(out_dir / fname.replace(".vmfb", ".resident.vmfb"), vmfb)
                 variant["resident_entry_points"] = spec.to_json()
         manifest["variants"].append(variant)
@@ -336,7 +336,7 @@ class ArtifactProvider:
     def placement(self, symbol, typing, reqs, group2ctx, ctx, train: bool) -> Placement:
         """group2ctx compiles one module per context: artifacts hold whole-graph modules only."""
         try:
-            from .build.provider import CompileProvider
+            from .pipeline.provider import CompileProvider
         except ImportError as e:
             raise AotexecError(f"group2ctx compiles one module per context, which needs the IREE compiler "
                                f"(pip install 'aotexec[compiler]'; {e}); bind the artifact without group2ctx") from None

@@ -3,6 +3,13 @@ from __future__ import annotations
 
 import threading
 
+# MXNet stores these attribute keys wrapped in double underscores (c_api_symbolic.cc kHiddenKeys)
+HIDDEN_KEYS = {"ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage", "profiler_scope"}
+
+
+def attr_key(key: str) -> str:
+    return f"__{key}__" if key in HIDDEN_KEYS else key
+
 
 class AttrScope:
     _local = threading.local()

@@ -34,7 +34,7 @@ def run(net: str, mode: str, seconds: float, dump: str) -> None:
     sys.path.insert(0, str(HERE))
     import aotexec as ax
     import nets
-    from aotexec import build
+    from aotexec.pipeline import program as build
     orig = build.options_for
     extra = ("--iree-llvmcpu-link-embedded=false", f"--iree-hal-dump-executable-binaries-to={dump}")
     build.options_for = lambda ctx, **kw: dataclasses.replace(orig(ctx, **kw),

@@ -10,7 +10,7 @@ A variant is NAME=SPEC where SPEC is a ';'-separated list of extra iree-compile 
 (bind with ``mirror=POLICY``, see ``aotexec.passes.mirror``), ``env:NAME=VALUE`` (an
 environment variable for that variant's process);
 ``base`` is aotexec as shipped.  Each variant runs in its own process (the flags are
-applied by wrapping ``aotexec.build.options_for`` there: a benchmark-side experiment,
+applied by wrapping ``aotexec.pipeline.program.options_for`` there: a benchmark-side experiment,
 aotexec itself is unchanged), variants alternate over ``--rounds`` rounds, and the
 median / p10 / p90 of all iterations is printed per variant.
 """
@@ -56,7 +56,7 @@ def nhwc_convolutions() -> None:
 def child(net: str, mode: str, spec: str, iters: int, warmup: int) -> dict:
     import nets
     import aotexec as ax
-    from aotexec import build
+    from aotexec.pipeline import program as build
     parts = [p for p in spec.split(";") if p and p != "base"]
     flags = tuple(p for p in parts if p.startswith("--"))
     tiling = "-data-tiling" not in parts

@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE))
 
 import aotexec as ax  # noqa: E402
 import venvs  # noqa: E402
-from aotexec import build  # noqa: E402
+from aotexec import pipeline  # noqa: E402
 from aotexec.debug_str import full_graph  # noqa: E402
 from aotexec.passes.plan_memory import plan_memory  # noqa: E402
 from aotexec.runtime.executor import bind_typing  # noqa: E402
@@ -69,7 +69,7 @@ def benchmark_net(name: str) -> dict:
     reqs = {n: ("null" if n in shapes else "write") for n in sym.list_arguments()}
     t = bind_typing(sym, shapes, {})
     plans = {p: plan_bytes(sym, shapes, reqs, p) for p in ("auto", "none", "dots")}
-    saved = {p: build.saved_activation_bytes(sym, t, reqs, p) for p in ("none", "mxnet", "dots")}
+    saved = {p: pipeline.saved_activation_bytes(sym, t, reqs, p) for p in ("none", "mxnet", "dots")}
     # what the runtime holds after one training step
     runtime = {}
     for policy in ("auto", "none"):

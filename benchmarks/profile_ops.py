@@ -86,12 +86,12 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--train", action="store_true", help="time forward(is_train=True) and backward() per layer")
     p.add_argument("--flag", action="append", default=[], help="extra iree-compile flag (a benchmark-side "
-                   "experiment: wraps aotexec.build.options_for in this process)")
+                   "experiment: wraps aotexec.pipeline.program.options_for in this process)")
     a = p.parse_args()
     import aotexec as ax
     if a.flag:
         import dataclasses
-        from aotexec import build
+        from aotexec.pipeline import program as build
         orig = build.options_for
         build.options_for = lambda ctx, **kw: dataclasses.replace(
             orig(ctx, **kw), extra_flags=orig(ctx, **kw).extra_flags + tuple(a.flag))

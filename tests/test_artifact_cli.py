@@ -167,16 +167,16 @@ def test_artifact_refuses_other_shapes_and_targets(mlp_artifact):
 
 
 def test_second_bind_hits_the_compile_cache():
-    from aotexec import build
+    from aotexec import pipeline
     data = ax.sym.Variable("data")
     net = ax.sym.FullyConnected(data, num_hidden=3, name="cachefc")
-    before = dict(build.stats)
+    before = dict(pipeline.stats)
     ex1 = net.simple_bind(ax.cpu(), grad_req="null", data=(2, 7))
     ex1.forward()
-    mid = dict(build.stats)
+    mid = dict(pipeline.stats)
     ex2 = net.simple_bind(ax.cpu(), grad_req="null", data=(2, 7))
     ex2.forward()
-    after = dict(build.stats)
+    after = dict(pipeline.stats)
     assert mid["misses"] == before["misses"] + 1
     assert after["hits"] == mid["hits"] + 1 and after["misses"] == mid["misses"]
     assert ex1._programs[("forward_infer",)].module is ex2._programs[("forward_infer",)].module

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import aotexec as ax
-from aotexec import build
+from aotexec import pipeline
 from aotexec.lowering import layout
 from aotexec.runtime.executor import bind_typing
 from gradcheck import check_numeric_gradient
@@ -46,7 +46,7 @@ def test_channels_last_rules_are_the_ones_in_use():
     names = list(CONVS)
     net = S.Group([_net(n) for n in names])
     t = bind_typing(net, {"x" + n: CONVS[n][0] for n in names}, {})
-    plan = build.training_plan(net, t, {n: "write" for n in net.list_arguments()})
+    plan = pipeline.training_plan(net, t, {n: "write" for n in net.list_arguments()})
     lay = layout.assign(plan.typing.graph, plan.typing.shape_of)
     rules = {n.name: lay.rules.get(id(n)) for n in plan.typing.graph.nodes if n.op is not None}
     for n in names:
@@ -101,7 +101,7 @@ def test_channels_last_tiled_pooling_gradients(pool_type):
     loc = {"x": rng.uniform(-1, 1, (2, 6, 7, 7)), "conv_weight": rng.uniform(-1, 1, (5, 6, 3, 3)),
            "conv_bias": rng.uniform(-1, 1, 5), "fc_weight": rng.uniform(-1, 1, (3, 45)), "fc_bias": rng.uniform(-1, 1, 3)}
     t = bind_typing(net, {k: v.shape for k, v in loc.items()}, {})
-    plan = build.training_plan(net, t, {n: "write" for n in net.list_arguments()})
+    plan = pipeline.training_plan(net, t, {n: "write" for n in net.list_arguments()})
     lay = layout.assign(plan.typing.graph, plan.typing.shape_of)
     rules = {n.name: lay.rules.get(id(n)) for n in plan.typing.graph.nodes if n.op is not None}
     assert rules["pool"] == "tiled_pool" and rules["pool_backward"] == "tiled_pool_grad", rules

@@ -360,12 +360,12 @@ def test_convolution_backward_text_reads_fenced_gradient_once():
     """LeNet's conv1 backward, data gradient not wanted: no data-gradient convolution is
     emitted, and the bias gradient sums the fenced layout copy the weight gradient makes of
     the output gradient, so IREE need not store that gradient twice (docs/MEMORY.md)."""
-    from aotexec import build
+    from aotexec import pipeline
     x = ax.sym.var("data")
     sym = ax.sym.sum(ax.sym.Convolution(x, kernel=(5, 5), num_filter=6, name="c"))
     typing = infer(sym._graph, {"data": (8, 2, 12, 12)}, {"data": np.float32})
     reqs = {"data": "null", "c_weight": "write", "c_bias": "write"}
-    text, _ = build.entry_points(sym, typing, ["backward"], reqs)
+    text, _ = pipeline.entry_points(sym, typing, ["backward"], reqs)
     lines = text.splitlines()
     assert sum('"stablehlo.convolution"' in ln for ln in lines) == 1
     barriers = {ln.split(" = ")[0].strip() for ln in lines if '"stablehlo.optimization_barrier"' in ln}
@@ -377,7 +377,7 @@ def test_convolution_backward_text_reads_fenced_gradient_once():
         src = reshapes[src]
     assert src in barriers, reduce
     reqs["data"] = "write"     # both gradients: two convolutions
-    text, _ = build.entry_points(sym, typing, ["backward"], reqs)
+    text, _ = pipeline.entry_points(sym, typing, ["backward"], reqs)
     assert text.count('"stablehlo.convolution"') == 2
 
 
@@ -385,11 +385,11 @@ def test_bias_gradient_sums_batch_first_without_a_fenced_copy():
     """A 3-channel convolution (im2col, no fenced copy of the output gradient): its bias
     gradient sums the batch, then space; the one-reduction form fused with the weight
     gradient failed IREE 3.13's llvm-cpu codegen at random (see ``_channel_sum``)."""
-    from aotexec import build
+    from aotexec import pipeline
     x = ax.sym.var("data")
     sym = ax.sym.sum(ax.sym.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=4, name="c"))
     typing = infer(sym._graph, {"data": (2, 3, 5, 5)}, {"data": np.float32})
-    text, _ = build.entry_points(sym, typing, ["backward"], {"data": "write", "c_weight": "write", "c_bias": "write"})
+    text, _ = pipeline.entry_points(sym, typing, ["backward"], {"data": "write", "c_weight": "write", "c_bias": "write"})
     reduces = [ln for ln in text.splitlines() if '"stablehlo.reduce"' in ln]
     closing = [ln for ln in text.splitlines() if ln.lstrip().startswith("}) {dimensions")]
     assert len(reduces) == 2 and "array<i64: 0>}" in closing[0] and "-> tensor<4x5x5xf32>" in closing[0], closing

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import aotexec as ax
-from aotexec import build
+from aotexec import pipeline
 from aotexec.base import AotexecError
 from aotexec.runtime.executor import bind_typing
 from contexts import CONTEXTS
@@ -19,7 +19,7 @@ def _saved(case, mirror) -> int:
     t = bind_typing(s, {k: tuple(v) for k, v in case.meta["shapes"].items()}, {})
     req = case.meta["grad_req"]
     reqs = {n: (req if isinstance(req, str) else req[n]) for n in s.list_arguments()}
-    return build.saved_activation_bytes(s, t, reqs, mirror)
+    return pipeline.saved_activation_bytes(s, t, reqs, mirror)
 
 
 @pytest.mark.parametrize("case", NETS, ids=[c.id for c in NETS])
@@ -46,12 +46,12 @@ def test_dots_policy_keeps_only_matrix_products_and_outputs():
     net = ax.sym.SoftmaxOutput(ax.sym.FullyConnected(x, num_hidden=3, name="fc"), name="softmax")
     t = bind_typing(net, {"data": (2, 3, 5, 5), "softmax_label": (2,)}, {})
     reqs = {n: ("null" if n in ("data", "softmax_label") else "write") for n in net.list_arguments()}
-    saved = {(e.node.name, e.index) for e in build.training_plan(net, t, reqs, "dots").residuals}
-    plain = {e.node.name for e in build.training_plan(net, t, reqs, "none").residuals}
+    saved = {(e.node.name, e.index) for e in pipeline.training_plan(net, t, reqs, "dots").residuals}
+    plain = {e.node.name for e in pipeline.training_plan(net, t, reqs, "none").residuals}
     # bn's output and relu recomputed from conv's output; bn's batch statistics kept
     assert saved == {("conv", 0), ("bn", 1), ("bn", 2), ("softmax", 0)}, saved
     assert {"conv", "bn", "relu", "softmax"} <= plain, plain
-    names = {n.name for n in build.training_plan(net, t, reqs, "dots").typing.graph.nodes}
+    names = {n.name for n in pipeline.training_plan(net, t, reqs, "dots").typing.graph.nodes}
     assert {"bn_mirror", "relu_mirror"} <= names
 
 
@@ -65,12 +65,12 @@ def test_recomputed_batch_norm_reads_forward_statistics():
     net = ax.sym.MakeLoss(ax.sym.sum(ax.sym.FullyConnected(x, num_hidden=3, name="fc")))
     t = bind_typing(net, {"data": (2, 3, 5, 5)}, {})
     reqs = {n: ("null" if n == "data" else "write") for n in net.list_arguments()}
-    plan = build.training_plan(net, t, reqs, "dots")
+    plan = pipeline.training_plan(net, t, reqs, "dots")
     bn_copy = next(n for n in plan.typing.graph.nodes if n.name == "bn_mirror")
     assert [(e.node.name, e.index) for e in bn_copy.inputs[5:]] == [("bn", 1), ("bn", 2)]
 
     def reductions(mirror: str) -> int:
-        text, _ = build.entry_points(net, t, ["backward"], reqs, mirror, None, channels_last=False)
+        text, _ = pipeline.entry_points(net, t, ["backward"], reqs, mirror, None, channels_last=False)
         return text.count("stablehlo.reduce")
     assert reductions("dots") == reductions("none") > 0
 
@@ -82,10 +82,10 @@ def test_force_mirroring_attribute_recomputes_one_node():
     net = ax.sym.MakeLoss(ax.sym.sum(ax.sym.square(act)))
     t = bind_typing(net, {"data": (4, 5)}, {})
     reqs = {n: "write" for n in net.list_arguments()}
-    keep = build.training_plan(net, t, reqs, mirror=False).residuals
+    keep = pipeline.training_plan(net, t, reqs, mirror=False).residuals
     assert any(e.node.name == "act" for e in keep)
     act._set_attr(force_mirroring="True")   # MXNet honours it even with mirroring off
-    forced = build.training_plan(net, t, reqs, mirror=False).residuals
+    forced = pipeline.training_plan(net, t, reqs, mirror=False).residuals
     assert not any(e.node.name == "act" for e in forced) and any(e.node.name == "fc" for e in forced)
 
 
@@ -108,7 +108,7 @@ def test_dots_recomputes_for_each_reader():
     net = ax.sym.SoftmaxOutput(ax.sym.FullyConnected(x, num_hidden=3, name="fc"), name="softmax")
     t = bind_typing(net, {"data": (2, 3, 6, 6), "softmax_label": (2,)}, {})
     reqs = {n: ("null" if n in ("data", "softmax_label") else "write") for n in net.list_arguments()}
-    g = build.training_plan(net, t, reqs, "dots").typing.graph
+    g = pipeline.training_plan(net, t, reqs, "dots").typing.graph
     copies = [n for n in g.nodes if n.mirror_of is not None]
     assert {"relu0_mirror", "relu0_mirror_1"} <= {n.name for n in copies}
     readers: dict[int, set[int]] = {id(n): set() for n in copies}      # backward nodes reading a copy

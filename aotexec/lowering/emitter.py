@@ -491,7 +491,7 @@ class Emitter:
             # contiguous row blocks first gives each workgroup whole rows of all channels.
             # Some modules so blocked fail IREE 3.13's codegen (ResNet-8's backward without
             # recomputation: a matmul epilogue with three packed results, "operations with
-            # large vector sizes"); build.compile_program then compiles them "whole".
+            # large vector sizes"); pipeline.compile_program then compiles them "whole".
             k = len(dims)
             rows = int(np.prod(x.shape[:k]))
             blocks = self.reshape(x, (chunks, rows // chunks) + tuple(x.shape[k:]))

@@ -1,6 +1,6 @@
 """MXNet's ``bind`` / ``simple_bind``: arrays adopted or allocated, shapes and dtypes
 inferred, and an Executor (or a PlacedExecutor for group2ctx) over the programs its
-``provider`` supplies: compiled on demand (``aotexec.build``) or from an artifact."""
+``provider`` supplies: compiled on demand (``aotexec.pipeline``) or from an artifact."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,6 +1,6 @@
 """What an executor needs from whoever supplies its compiled programs.
 
-The runtime defines the interface; the compile side (``aotexec.build.provider``, which
+The runtime defines the interface; the compile side (``aotexec.pipeline.provider``, which
 compiles on demand) and artifacts (``aotexec.artifact``, precompiled modules only)
 implement it, so the runtime imports nothing from the compile side.
 """

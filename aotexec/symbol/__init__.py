@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..attribute import AttrScope
+from ..attribute import HIDDEN_KEYS, AttrScope, attr_key
 from ..base import AotexecError
 from ..graph import Entry, Node
 from ..name import NameManager
@@ -16,7 +16,7 @@ from ..ops import CONSTRUCTORS, OpDef
 from ..ops.params import parse_params, to_attr_string
 from ..passes.infer import DTYPE_TO_CODE
 from .json_format import json_to_heads
-from .symbol import HIDDEN_KEYS, Symbol, attr_key
+from .symbol import Symbol
 
 
 def Variable(name: str, attr: dict | None = None, shape=None, lr_mult=None, wd_mult=None, dtype=None,

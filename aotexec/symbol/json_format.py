@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from ..attribute import attr_key
 from ..base import AotexecError
 from ..graph import Entry, IndexedGraph, Node
 from ..ops.params import parse_params
@@ -52,7 +53,6 @@ def _node_attrs(item: dict, where: str) -> dict[str, str]:
         if not isinstance(val, dict):
             raise AotexecError(f"malformed symbol JSON: '{key}' of {where} must be an object")
         if key == "attr":   # pre-1.0 files spell hidden keys bare (ctx_group, lr_mult)
-            from .symbol import attr_key
             attrs.update({attr_key(str(k)): str(v) for k, v in val.items()})
         else:
             attrs.update({str(k): str(v) for k, v in val.items()})

@@ -12,19 +12,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..attribute import attr_key
 from ..base import AotexecError, NotImplementedForSymbol
 from ..graph import Entry, IndexedGraph, Node
 from ..options import Options
 from ..passes import infer as _infer
 from ..util import shape_from_user, shape_to_user
-
-# MXNet stores these attribute keys wrapped in double underscores (c_api_symbolic.cc kHiddenKeys)
-HIDDEN_KEYS = {"ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage", "profiler_scope"}
-
-
-def attr_key(key: str) -> str:
-    return f"__{key}__" if key in HIDDEN_KEYS else key
-
 
 class Symbol:
     """A handle to one or more outputs of a graph."""
@@ -372,7 +365,7 @@ def _compiling_provider(mirror: bool | str | None):
     """Programs compiled on demand, with the options of this bind (the API edge)."""
     options = Options.from_env(mirror=mirror)
     try:
-        from ..build.provider import CompileProvider
+        from ..pipeline.provider import CompileProvider
     except ImportError as e:
         raise AotexecError(
             "binding a symbol needs the IREE compiler (pip install 'aotexec[compiler]'), "

@@ -19,7 +19,7 @@ from ..signature import ProgramSpec
 from .entry_points import entry_points
 from .plan import TRAIN_MODES
 
-_log = logging.getLogger("aotexec.build")
+_log = logging.getLogger("aotexec.pipeline")
 _programs: dict[str, tuple[bytes, ProgramSpec]] = {}
 _lock = threading.Lock()
 stats = {"hits": 0, "misses": 0}
