@@ -8,9 +8,10 @@ order of ``list_arguments()``, the JSON node list and execution.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
-from .ops.registry import OpDef
+if TYPE_CHECKING:       # a node's op is an OpDef; the graph needs nothing else of ops/
+    from .ops.registry import OpDef
 
 
 @dataclass(eq=False)

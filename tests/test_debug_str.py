@@ -23,7 +23,8 @@ def test_debug_str_matches_mxnet(case, req, ctx):
 
 def _mb(text: str) -> int:
     lines = text.rstrip("\n").splitlines()
-    assert lines[-1] == "Total 11 TempSpace resource requested"
+    # the closing line MXNet 1.9.1 prints (memonger parses it), from the golden case
+    assert lines[-1] == DEBUG[0].expected_json["grad_req_write"].rstrip("\n").splitlines()[-1]
     return int(re.fullmatch(r"Total (\d+) MB allocated", lines[-2]).group(1))
 
 
@@ -37,4 +38,7 @@ def test_allocated_mb_behaves_like_mxnet():
     blocked = _mb(ax.sym.BlockGrad(net).simple_bind(ax.cpu(), grad_req="write", **shapes).debug_str())
     write = _mb(net.simple_bind(ax.cpu(), grad_req="write", **shapes).debug_str())
     assert null == blocked
-    assert write > null > 0
+    # inference keeps two 512x1024 float32 activations at its peak: fc2 reads r1 (fc1's
+    # storage, ReLUs run in place) while writing its own output; fc3's output is the executor's
+    assert null == (2 * 512 * 1024 * 4) >> 20
+    assert write > null

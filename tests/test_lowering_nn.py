@@ -322,6 +322,7 @@ def _stablehlo(sym, shapes: dict, is_train=False) -> str:
     return lower_function("f", typing, g.arguments() + g.aux_states(), sym._outputs, is_train=is_train)
 
 
+@pytest.mark.lowering
 def test_convolution_and_deconvolution_text():
     x = ax.sym.var("x")
     text = _stablehlo(ax.sym.Convolution(x, kernel=(3, 2), num_filter=4, stride=(2, 1), pad=(1, 2),
@@ -356,6 +357,7 @@ def test_convolution_and_deconvolution_text():
     assert text.count('"stablehlo.multiply"') == 25 and text.count('"stablehlo.optimization_barrier"') == 2
 
 
+@pytest.mark.lowering
 def test_convolution_backward_text_reads_fenced_gradient_once():
     """LeNet's conv1 backward, data gradient not wanted: no data-gradient convolution is
     emitted, and the bias gradient sums the fenced layout copy the weight gradient makes of
@@ -381,6 +383,7 @@ def test_convolution_backward_text_reads_fenced_gradient_once():
     assert text.count('"stablehlo.convolution"') == 2
 
 
+@pytest.mark.lowering
 def test_bias_gradient_sums_batch_first_without_a_fenced_copy():
     """A 3-channel convolution (im2col, no fenced copy of the output gradient): its bias
     gradient sums the batch, then space; the one-reduction form fused with the weight
@@ -395,6 +398,7 @@ def test_bias_gradient_sums_batch_first_without_a_fenced_copy():
     assert len(reduces) == 2 and "array<i64: 0>}" in closing[0] and "-> tensor<4x5x5xf32>" in closing[0], closing
 
 
+@pytest.mark.lowering
 def test_pooling_text_full_convention_pads_high_side():
     x = ax.sym.var("x")
     text = _stablehlo(ax.sym.Pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="avg",

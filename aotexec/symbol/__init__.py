@@ -16,7 +16,7 @@ from ..ops import CONSTRUCTORS, OpDef
 from ..ops.params import parse_params, to_attr_string
 from ..passes.infer import DTYPE_TO_CODE
 from .json_format import json_to_heads
-from .symbol import Symbol
+from .symbol import CONSTRUCTORS as _REGISTERED, Symbol
 
 
 def Variable(name: str, attr: dict | None = None, shape=None, lr_mult=None, wd_mult=None, dtype=None,
@@ -187,3 +187,7 @@ def split_v2(ary: Symbol, indices_or_sections, axis: int = 0, squeeze_axis: bool
         return globals()["_split_v2"](ary, indices=(0,) + tuple(indices_or_sections), axis=axis,
                                        squeeze_axis=squeeze_axis, **kwargs)
     raise ValueError("indices_or_sections must either int or tuple of ints")
+
+
+_REGISTERED.update((k, v) for k, v in list(globals().items()) if callable(v) and not isinstance(v, type)
+                   and not k.startswith("_") or k in CONSTRUCTORS)

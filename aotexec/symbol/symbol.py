@@ -8,7 +8,7 @@ listing, attributes, inference, JSON, operators and composition.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -18,6 +18,11 @@ from ..graph import Entry, IndexedGraph, Node
 from ..options import Options
 from ..passes import infer as _infer
 from ..util import shape_from_user, shape_to_user
+
+# ax.sym's functions by name (op constructors and wrappers), registered by the package
+# (aotexec/symbol/__init__.py): Symbol's operators and fluent methods call them from here
+CONSTRUCTORS: dict[str, Callable[..., "Symbol"]] = {}
+
 
 class Symbol:
     """A handle to one or more outputs of a graph."""
@@ -261,17 +266,15 @@ class Symbol:
 
     # ---- Python operators ------------------------------------------------
     def _binary(self, other, sym_op: str, scalar_op: str):
-        from .. import symbol as sym
         if isinstance(other, Symbol):
-            return getattr(sym, sym_op)(self, other)
+            return CONSTRUCTORS[sym_op](self, other)
         if isinstance(other, (int, float, np.number, bool)):
-            return getattr(sym, scalar_op)(self, scalar=other)
+            return CONSTRUCTORS[scalar_op](self, scalar=other)
         raise TypeError(f"type {type(other).__name__} not supported")
 
     def _rscalar(self, other, scalar_op: str):
-        from .. import symbol as sym
         if isinstance(other, (int, float, np.number, bool)):
-            return getattr(sym, scalar_op)(self, scalar=other)
+            return CONSTRUCTORS[scalar_op](self, scalar=other)
         raise TypeError(f"type {type(other).__name__} not supported")
 
     def __add__(self, o): return self._binary(o, "_Plus", "_PlusScalar")
@@ -303,12 +306,10 @@ class Symbol:
     def __itruediv__(self, o): return self.__truediv__(o)
 
     def astype(self, dtype, **kwargs):
-        from .. import symbol as sym
-        return sym.Cast(self, dtype=dtype, **kwargs)
+        return CONSTRUCTORS["Cast"](self, dtype=dtype, **kwargs)
 
     def split(self, *args, **kwargs):
-        from .. import symbol as sym
-        return sym.SliceChannel(self, *args, **kwargs)
+        return CONSTRUCTORS["SliceChannel"](self, *args, **kwargs)
 
 
 # fluent methods: x.reshape(...), x.sum(axis=...) call the op of the same name with x first
@@ -325,8 +326,7 @@ FLUENT = ("reshape", "reshape_like", "zeros_like", "ones_like", "broadcast_to", 
 
 def _fluent(op_name: str):
     def method(self, *args, **kwargs):
-        from .. import symbol as sym
-        return getattr(sym, op_name)(self, *args, **kwargs)
+        return CONSTRUCTORS[op_name](self, *args, **kwargs)
     method.__name__ = op_name
     method.__doc__ = f"Convenience fluent method for :func:`aotexec.sym.{op_name}`."
     return method
