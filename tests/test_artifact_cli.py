@@ -68,6 +68,11 @@ RUNTIME_ONLY = BLOCK_COMPILER + textwrap.dedent("""
     out = ex.forward(data=np.load(sys.argv[2]))[0].asnumpy()
     np.save(sys.argv[3], out)
     assert "iree.compiler" not in sys.modules
+    # the runtime reaches no compile-side module (pipeline, compiler, lowering, backward passes)
+    compile_side = sorted(m for m in sys.modules if m.startswith((
+        "aotexec.pipeline", "aotexec.compiler", "aotexec.compile_cache", "aotexec.lowering", "aotexec.debug_str",
+        "aotexec.passes.gradient", "aotexec.passes.mirror", "aotexec.passes.plan_memory", "aotexec.passes.layout")))
+    assert not compile_side, compile_side
     print("runtime-only ok", art.targets)
 """)
 
