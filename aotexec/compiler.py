@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -287,11 +288,24 @@ def _compile_inprocess(
         session.close()  # closes the invocation and source too
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: the kernel kills it when its parent dies (Linux), so a
+    killed test or Ctrl-C never leaves an ``iree-compile`` running on its own."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9)          # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+
+
 def _compile_subprocess(mlir_text: str, flags: list[str], opts: CompileOptions) -> bytes:
     from iree.compiler.tools.binaries import find_tool
 
     cmd = [find_tool("iree-compile"), "-", "-o", "-", *flags]
-    proc = subprocess.run(cmd, input=mlir_text.encode(), capture_output=True)
+    # run() kills the child on an exception here (KeyboardInterrupt, a timeout); the death
+    # signal covers the parent being killed outright
+    proc = subprocess.run(cmd, input=mlir_text.encode(), capture_output=True,
+                          preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     if proc.returncode != 0:
         stderr = proc.stderr.decode("utf-8", "replace")
         raise _format_failure(
