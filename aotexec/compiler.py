@@ -10,6 +10,7 @@ the spawn cost is noise. ``Options.compile_mode`` (AOTEXEC_COMPILE_MODE) forces 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import json
@@ -315,6 +316,36 @@ def _compile_subprocess(mlir_text: str, flags: list[str], opts: CompileOptions) 
     return proc.stdout
 
 
+_FUNC = re.compile(r"func\.func @(\w+)\(")
+PROGRESS_EVERY = 15.0   # seconds between "still compiling" log records
+
+
+def _functions(mlir_text: str) -> str:
+    names = _FUNC.findall(mlir_text)
+    return f"({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})"
+
+
+@contextlib.contextmanager
+def _progress(what: str):
+    """Log (aotexec.compiler, INFO) a compile that takes long: every ``PROGRESS_EVERY`` s
+    which module and the time so far, then its total; short compiles log nothing above DEBUG."""
+    t0 = time.perf_counter()
+    done = threading.Event()
+
+    def report() -> None:
+        while not done.wait(PROGRESS_EVERY):
+            _log.info("compiling %s: %.0f s so far", what, time.perf_counter() - t0)
+    watcher = threading.Thread(target=report, name="aotexec-compile-progress", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= PROGRESS_EVERY:
+            _log.info("compiled %s in %.0f s", what, elapsed)
+
+
 def _choose_mode(mlir_text: str, mode: str) -> str:
     if mode in ("inprocess", "subprocess"):
         return mode
@@ -343,13 +374,12 @@ def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None
         except (ImportError, OSError, RuntimeError, ValueError, AttributeError) as e:
             _log.debug("in-process compiler API unavailable (%s); using iree-compile", e)
             mode = "subprocess"
-    if mode == "inprocess":
-        vmfb = _compile_inprocess(mlir_text, flags, opts)
-    else:
-        vmfb = _compile_subprocess(mlir_text, flags, opts)
+    what = f"{_describe(opts)} module {_functions(mlir_text)}"
+    with _progress(what):
+        vmfb = (_compile_inprocess if mode == "inprocess" else _compile_subprocess)(mlir_text, flags, opts)
     _log.debug(
         "compiled %s (%d chars) -> %d bytes in %.3f s [%s]%s",
-        _describe(opts), len(mlir_text), len(vmfb), time.perf_counter() - t0, mode,
+        what, len(mlir_text), len(vmfb), time.perf_counter() - t0, mode,
         f" key {key[:16]}" if key else "",
     )
     if key is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -24,10 +25,17 @@ def _fail(msg: str) -> None:
 
 
 def _friendly(fn: Callable) -> Callable:
-    """Turn the library's errors into typer's exit code 2 with one line."""
+    """Turn the library's errors into typer's exit code 2 with one line; long compiles report
+    their progress (aotexec.compiler's INFO records) on stderr."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from aotexec.base import AotexecError
+        log = logging.getLogger("aotexec.compiler")
+        if not log.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("  %(message)s"))
+            log.addHandler(handler)
+            log.setLevel(logging.INFO)
         try:
             return fn(*args, **kwargs)
         except (AotexecError, ValueError, TypeError, OSError, KeyError) as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import struct
 import subprocess
@@ -295,3 +296,12 @@ def test_emitter_after_returns_x_bit_for_bit(cache_dir, dtype):
     for d in (np.zeros((2, 2)), np.full((2, 2), np.inf), np.full((2, 2), np.nan)):
         out = np.asarray(mod.f(xs, d.astype(dep.dtype) if dep.dtype.kind == "f" else np.zeros((2, 2), np.int32)))
         assert out.tobytes() == xs.tobytes()
+
+
+def test_long_compile_reports_progress(cache_dir, monkeypatch, caplog):
+    """A compile over ``PROGRESS_EVERY`` seconds logs which module and the time taken."""
+    monkeypatch.setattr(C, "PROGRESS_EVERY", 0.01)
+    with caplog.at_level(logging.INFO, logger="aotexec.compiler"):
+        C.compile_mlir(_variant("progress"), C.CompileOptions(), use_cache=False)
+    msgs = [r.getMessage() for r in caplog.records if r.name == "aotexec.compiler"]
+    assert any(m.startswith("compiled llvm-cpu (cpu=host) module (") and m.endswith(" s") for m in msgs), msgs
