@@ -24,7 +24,7 @@ from typing import Callable
 
 from ..graph import IndexedGraph, Node
 from ..ops.registry import OPS
-from .emitter import Emitter, Value
+from ..emitter import Emitter, Value
 
 TO_NHWC = (0, 2, 3, 1)      # logical NCHW axes in physical order
 TO_NCHW = (0, 3, 1, 2)

@@ -18,7 +18,7 @@ from ..passes.gradient import SHAPE_ONLY
 from ..passes.infer import Typing
 from ..signature import RESIDENT_SCOPE
 from . import layout
-from .emitter import Emitter, Value
+from ..emitter import Emitter, Value
 
 # inputs read only for their shape (never referenced in the emitted code)
 

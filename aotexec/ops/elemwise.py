@@ -384,7 +384,7 @@ def _init_lower(ctx, p: InitParam, *_):
 
 
 # ---------------------------------------------------------------- gradient rules
-from ..lowering.emitter import unbroadcast  # noqa: E402
+from ..emitter import unbroadcast  # noqa: E402
 from .registry import differentiable  # noqa: E402
 
 # d(out)/d(lhs), d(out)/d(rhs) times the head gradient ``g``, for z = f(x, y); the inputs

@@ -191,7 +191,7 @@ def _one_hot_lower(ctx, p: OneHotParam, idx):
 
 
 # ---------------------------------------------------------------- gradient rules
-from ..lowering.emitter import scatter_add_rows  # noqa: E402
+from ..emitter import scatter_add_rows  # noqa: E402
 from .registry import differentiable  # noqa: E402
 
 

@@ -708,7 +708,7 @@ def _embedding_lower(ctx, p: EmbeddingParam, ids, w):
 
 # ---------------------------------------------------------------- gradient rules
 from .registry import differentiable  # noqa: E402
-from ..lowering.emitter import rng_bits, scatter_add_rows  # noqa: E402
+from ..emitter import rng_bits, scatter_add_rows  # noqa: E402
 
 
 @differentiable(FullyConnected, ("ograd0", "in0", "in1"))

@@ -511,7 +511,7 @@ def _broadcast_lower(ctx, p, x, *like):
 
 
 # ---------------------------------------------------------------- gradient rules
-from ..lowering.emitter import unbroadcast  # noqa: E402
+from ..emitter import unbroadcast  # noqa: E402
 from .registry import differentiable  # noqa: E402
 
 

@@ -1,0 +1,593 @@
+"""A small builder for StableHLO text in MLIR's generic form.
+
+The emitter owns SSA names, type strings and ``loc("<node>")`` so lowering rules
+never format MLIR lines by hand, and ``iree.compiler.ir`` errors name the node.
+Rules call the typed helpers (``add``, ``dot_general``, ``reduce``...) and get
+``Value``s back, each carrying its shape and dtype.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+MLIR_DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "bfloat16": "bf16",
+               "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+               "uint8": "ui8", "uint32": "ui32", "uint64": "ui64", "bool": "i1"}
+
+
+def tensor_type(shape: Sequence[int], dtype) -> str:
+    el = MLIR_DTYPES[np.dtype(dtype).name]
+    return "tensor<" + "".join(f"{d}x" for d in shape) + el + ">"
+
+
+def _array(vals: Sequence[int]) -> str:
+    return "array<i64" + (": " + ", ".join(str(int(v)) for v in vals) if len(vals) else "") + ">"
+
+
+def _float_literal(v: float, dtype) -> str:
+    if np.dtype(dtype).kind in "iub":
+        return "true" if np.dtype(dtype).name == "bool" and v else ("false" if np.dtype(dtype).name == "bool" else str(int(v)))
+    if math.isnan(v):
+        return {"float16": "0x7E00", "float64": "0x7FF8000000000000"}.get(np.dtype(dtype).name, "0x7FC00000")
+    if math.isinf(v):
+        bits = {"float16": ("0x7C00", "0xFC00"), "float64": ("0x7FF0000000000000", "0xFFF0000000000000")}
+        pos, neg = bits.get(np.dtype(dtype).name, ("0x7F800000", "0xFF800000"))
+        return pos if v > 0 else neg
+    r = repr(float(v))
+    if "e" in r and "." not in r:   # MLIR wants a mantissa point: 5e-05 -> 5.0e-05
+        r = r.replace("e", ".0e", 1)
+    return r
+
+
+@dataclass(frozen=True)
+class Value:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def type(self) -> str:
+        return tensor_type(self.shape, self.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+# how ``Emitter.reduce`` emits reductions: column reductions in row blocks (llvm-cpu), each
+# one stablehlo.reduce (the fallback when a blocked module fails IREE's codegen), or each
+# its own dispatch (Vulkan)
+REDUCTIONS = ("blocks", "whole", "split")
+
+# pure data movement: a chain of these from a function argument may move to the prologue
+LAYOUT_OPS = {"stablehlo.transpose", "stablehlo.reverse", "stablehlo.reshape"}
+
+
+class Emitter:
+    """Appends generic-form ops to a function body."""
+
+    def __init__(self, indent: str = "    ", reductions: str = "blocks"):
+        if reductions not in REDUCTIONS:
+            raise ValueError(f"reductions must be one of {REDUCTIONS}, got {reductions!r}")
+        self.reductions = reductions        # see ``reduce``
+        self.lines: list[str | None] = []
+        self.prologue: list[str] = []       # ops moved to the top of the function (see fence)
+        self.indent = indent
+        self.loc = "aotexec"
+        self._n = 0
+        self._layout_of_arg: dict[str, list[int]] = {}   # value -> lines of its layout chain from an argument
+        self._transposed: dict[str, tuple[Value, tuple[int, ...]]] = {}   # transpose result -> (source, perm)
+        self._fenced_view: dict[str, tuple[Value, tuple[int, ...]]] = {}  # value -> (fenced transpose, perm)
+
+    def body(self) -> list[str]:
+        """The function body: the prologue, then the ops in emission order."""
+        return self.prologue + [ln for ln in self.lines if ln is not None]
+
+    def fresh(self, prefix: str = "v") -> str:
+        self._n += 1
+        return f"%{prefix}{self._n}"
+
+    # ---- generic op ------------------------------------------------------
+    def op(self, name: str, operands: Sequence[Value], shape: Sequence[int], dtype=None,
+           attrs: str = "", region: str = "", results: int = 1) -> Value | list[Value]:
+        dtype = np.dtype(dtype if dtype is not None else operands[0].dtype)
+        rtype = tensor_type(shape, dtype)
+        base = self.fresh() if results == 1 else self.fresh("m")
+        lhs = base if results == 1 else f"{base}:{results}"
+        args = ", ".join(v.name for v in operands)
+        in_types = ", ".join(v.type for v in operands)
+        out_types = rtype if results == 1 else "(" + ", ".join([rtype] * results) + ")"
+        attr_text = f" {{{attrs}}}" if attrs else ""
+        region_text = f" ({region})" if region else ""
+        self.lines.append(f'{self.indent}{lhs} = "{name}"({args}){region_text}{attr_text} : '
+                          f'({in_types}) -> {out_types} loc("{self.loc}")')
+        if name in LAYOUT_OPS and results == 1:
+            src = operands[0].name
+            if src.startswith("%arg") or src in self._layout_of_arg:
+                self._layout_of_arg[base] = self._layout_of_arg.get(src, []) + [len(self.lines) - 1]
+        if results == 1:
+            return Value(base, tuple(int(d) for d in shape), dtype)
+        return [Value(f"{base}#{i}", tuple(int(d) for d in shape), dtype) for i in range(results)]
+
+    # ---- constants -------------------------------------------------------
+    def constant(self, value: float | np.ndarray, shape: Sequence[int] = (), dtype="float32") -> Value:
+        dtype = np.dtype(dtype)
+        shape = tuple(shape)
+        name = self.fresh("c")
+        if isinstance(value, np.ndarray) and value.size > 1:
+            body = ", ".join(_float_literal(float(x), dtype) for x in value.astype(dtype).ravel())
+            dense = f"dense<[{body}]>" if value.ndim == 1 else None
+            if dense is None:
+                flat = value.astype(dtype).reshape(shape)
+                dense = "dense<" + _nested(flat, dtype) + ">"
+        else:
+            v = float(value.ravel()[0]) if isinstance(value, np.ndarray) else float(value)
+            dense = f"dense<{_float_literal(v, dtype)}>"
+        t = tensor_type(shape, dtype)
+        self.lines.append(f'{self.indent}{name} = "stablehlo.constant"() {{value = {dense} : {t}}} : () -> {t} loc("{self.loc}")')
+        return Value(name, shape, dtype)
+
+    def full_like(self, x: Value, value: float, shape: Sequence[int] | None = None, dtype=None) -> Value:
+        shape = x.shape if shape is None else tuple(shape)
+        dtype = x.dtype if dtype is None else np.dtype(dtype)
+        c = self.constant(value, (), dtype)
+        return self.broadcast_in_dim(c, shape, ()) if shape else c
+
+    # ---- elementwise -----------------------------------------------------
+    def _bin(self, name: str, a: Value, b: Value | float) -> Value:
+        if not isinstance(b, Value):
+            b = self.full_like(a, b)
+        if isinstance(a, (int, float)):
+            a = self.full_like(b, a)
+        return self.op(f"stablehlo.{name}", [a, b], a.shape, a.dtype)
+
+    def add(self, a, b): return self._bin("add", a, b)
+    def sub(self, a, b): return self._bin("subtract", a, b)
+    def mul(self, a, b): return self._bin("multiply", a, b)
+    def div(self, a, b): return self._bin("divide", a, b)
+    def max(self, a, b): return self._bin("maximum", a, b)
+    def min(self, a, b): return self._bin("minimum", a, b)
+    def pow(self, a, b): return self._bin("power", a, b)
+    def rem(self, a, b): return self._bin("remainder", a, b)
+    def atan2(self, a, b): return self._bin("atan2", a, b)
+
+    def unary(self, name: str, x: Value) -> Value:
+        return self.op(f"stablehlo.{name}", [x], x.shape, x.dtype)
+
+    def neg(self, x): return self.unary("negate", x)
+    def exp(self, x): return self.unary("exponential", x)
+    def log(self, x): return self.unary("log", x)
+    def tanh(self, x): return self.unary("tanh", x)
+    def sqrt(self, x): return self.unary("sqrt", x)
+    def rsqrt(self, x): return self.unary("rsqrt", x)
+    def abs(self, x): return self.unary("abs", x)
+
+    def logistic(self, x): return self.unary("logistic", x)
+
+    def compare(self, a: Value, b: Value | float, direction: str) -> Value:
+        """``direction``: EQ, NE, GT, GE, LT, LE; result is i1."""
+        if not isinstance(b, Value):
+            b = self.full_like(a, b)
+        kind = "FLOAT" if a.dtype.kind == "f" else ("UNSIGNED" if a.dtype.kind in "ub" else "SIGNED")
+        return self.op("stablehlo.compare", [a, b], a.shape, "bool",
+                       attrs=f"comparison_direction = #stablehlo<comparison_direction {direction}>, "
+                             f"compare_type = #stablehlo<comparison_type {kind}>")
+
+    def select(self, pred: Value, a: Value, b: Value) -> Value:
+        return self.op("stablehlo.select", [pred, a, b], a.shape, a.dtype)
+
+    def convert(self, x: Value, dtype) -> Value:
+        if np.dtype(dtype) == x.dtype:
+            return x
+        return self.op("stablehlo.convert", [x], x.shape, dtype)
+
+    def clamp(self, lo: Value | float, x: Value, hi: Value | float) -> Value:
+        lo = lo if isinstance(lo, Value) else self.constant(lo, (), x.dtype)
+        hi = hi if isinstance(hi, Value) else self.constant(hi, (), x.dtype)
+        return self.op("stablehlo.clamp", [lo, x, hi], x.shape, x.dtype)
+
+    # ---- shapes ----------------------------------------------------------
+    def reshape(self, x: Value, shape: Sequence[int]) -> Value:
+        shape = tuple(int(d) for d in shape)
+        if shape == x.shape:
+            return x
+        return self.op("stablehlo.reshape", [x], shape, x.dtype)
+
+    def transpose(self, x: Value, perm: Sequence[int]) -> Value:
+        perm = tuple(perm)
+        if perm == tuple(range(x.ndim)):
+            return x
+        y = self.op("stablehlo.transpose", [x], tuple(x.shape[p] for p in perm), x.dtype,
+                    attrs=f"permutation = {_array(perm)}")
+        self._transposed[y.name] = (x, perm)
+        return y
+
+    def fenced_transpose(self, x: Value, perm: Sequence[int]) -> Value:
+        """``x`` transposed behind a barrier, remembered (with ``x``'s own transpose source)
+        so that ``reduce`` can read it instead of ``x``."""
+        y = self.barrier(self.transpose(x, perm))
+        self._fenced_view[x.name] = (y, tuple(perm))
+        if x.name in self._transposed:
+            src, first = self._transposed[x.name]
+            self._fenced_view.setdefault(src.name, (y, tuple(first[p] for p in perm)))
+        return y
+
+    def broadcast_in_dim(self, x: Value, shape: Sequence[int], dims: Sequence[int]) -> Value:
+        shape = tuple(int(d) for d in shape)
+        if shape == x.shape and tuple(dims) == tuple(range(x.ndim)):
+            return x
+        return self.op("stablehlo.broadcast_in_dim", [x], shape, x.dtype,
+                       attrs=f"broadcast_dimensions = {_array(dims)}")
+
+    def broadcast_to(self, x: Value, shape: Sequence[int]) -> Value:
+        """numpy-style broadcast (trailing alignment)."""
+        shape = tuple(shape)
+        off = len(shape) - x.ndim
+        if any(d != 1 and d != shape[off + i] for i, d in enumerate(x.shape)):
+            raise ValueError(f"cannot broadcast {x.shape} to {shape}")
+        keep = [i for i, d in enumerate(x.shape) if d == shape[off + i]]
+        if len(keep) != x.ndim:
+            x = self.reshape(x, tuple(x.shape[i] for i in keep))
+        return self.broadcast_in_dim(x, shape, [off + i for i in keep])
+
+    def slice(self, x: Value, start: Sequence[int], limit: Sequence[int], strides: Sequence[int] | None = None) -> Value:
+        strides = tuple(strides) if strides else (1,) * x.ndim
+        shape = tuple(max(0, -(-(l - s) // st)) for s, l, st in zip(start, limit, strides))
+        return self.op("stablehlo.slice", [x], shape, x.dtype,
+                       attrs=f"start_indices = {_array(start)}, limit_indices = {_array(limit)}, "
+                             f"strides = {_array(strides)}")
+
+    def concatenate(self, xs: Sequence[Value], axis: int) -> Value:
+        if len(xs) == 1:
+            return xs[0]
+        shape = list(xs[0].shape)
+        shape[axis] = sum(x.shape[axis] for x in xs)
+        return self.op("stablehlo.concatenate", list(xs), shape, xs[0].dtype, attrs=f"dimension = {axis} : i64")
+
+    def reverse(self, x: Value, dims: Sequence[int]) -> Value:
+        return self.op("stablehlo.reverse", [x], x.shape, x.dtype, attrs=f"dimensions = {_array(dims)}")
+
+    def pad(self, x: Value, value: float, low: Sequence[int], high: Sequence[int],
+            interior: Sequence[int] | None = None) -> Value:
+        interior = tuple(interior) if interior else (0,) * x.ndim
+        if not any(low) and not any(high) and not any(interior):
+            return x
+        shape = tuple(lo + d + hi + max(d - 1, 0) * it for d, lo, hi, it in zip(x.shape, low, high, interior))
+        pv = self.constant(value, (), x.dtype)
+        return self.op("stablehlo.pad", [x, pv], shape, x.dtype,
+                       attrs=f"edge_padding_low = {_array(low)}, edge_padding_high = {_array(high)}, "
+                             f"interior_padding = {_array(interior)}")
+
+    def iota(self, shape: Sequence[int], dim: int, dtype="int32") -> Value:
+        t = tensor_type(shape, dtype)
+        name = self.fresh()
+        self.lines.append(f'{self.indent}{name} = "stablehlo.iota"() {{iota_dimension = {dim} : i64}} : () -> {t} loc("{self.loc}")')
+        return Value(name, tuple(shape), np.dtype(dtype))
+
+    # ---- contractions ----------------------------------------------------
+    def dot_general(self, a: Value, b: Value, contract: tuple[Sequence[int], Sequence[int]],
+                    batch: tuple[Sequence[int], Sequence[int]] = ((), ())) -> Value:
+        (ca, cb), (ba, bb) = contract, batch
+        free_a = [i for i in range(a.ndim) if i not in ca and i not in ba]
+        free_b = [i for i in range(b.ndim) if i not in cb and i not in bb]
+        shape = [a.shape[i] for i in ba] + [a.shape[i] for i in free_a] + [b.shape[i] for i in free_b]
+        dims = (f"#stablehlo.dot<lhs_batching_dimensions = [{', '.join(map(str, ba))}], "
+                f"rhs_batching_dimensions = [{', '.join(map(str, bb))}], "
+                f"lhs_contracting_dimensions = [{', '.join(map(str, ca))}], "
+                f"rhs_contracting_dimensions = [{', '.join(map(str, cb))}]>")
+        return self.op("stablehlo.dot_general", [a, b], shape, a.dtype, attrs=f"dot_dimension_numbers = {dims}")
+
+    def convolution(self, x: Value, w: Value, out_shape: Sequence[int], stride: Sequence[int],
+                    pad: Sequence[tuple[int, int]], lhs_dilation: Sequence[int], rhs_dilation: Sequence[int],
+                    groups: int = 1, spec: str | None = None) -> Value:
+        nd = x.ndim - 2
+        sp = ", ".join(str(i) for i in range(nd))   # StableHLO names spatial dims by number
+        nchw = f"[b, f, {sp}]x[o, i, {sp}]->[b, f, {sp}]"
+        if nd == 2 and spec in (None, nchw):
+            return self._conv_nhwc(x, w, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups)
+        return self._conv_op(spec or nchw, x, w, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups)
+
+    def _conv_op(self, spec: str, x: Value, w: Value, out_shape, stride, pad, lhs_dilation, rhs_dilation,
+                 groups: int) -> Value:
+        """``stablehlo.convolution`` with dimension numbers ``spec``."""
+        pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
+        attrs = (f"dimension_numbers = #stablehlo.conv<{spec}>, window_strides = {_array(stride)}, "
+                 f"padding = dense<{pads}> : tensor<{len(stride)}x2xi64>, lhs_dilation = {_array(lhs_dilation)}, "
+                 f"rhs_dilation = {_array(rhs_dilation)}, feature_group_count = {groups} : i64, "
+                 f"batch_group_count = 1 : i64")
+        return self.op("stablehlo.convolution", [x, w], out_shape, x.dtype, attrs=attrs)
+
+    def barrier(self, v: Value) -> Value:
+        return self.op("stablehlo.optimization_barrier", [v], v.shape, v.dtype)
+
+    def after(self, x: Value, dep: Value) -> Value:
+        """``x``, computed only once ``dep`` is: a data dependency that costs no barrier.
+
+        IREE schedules every dispatch whose operands are ready in one concurrent wave and
+        keeps all their results alive together; this orders work without ending the
+        execution region (``fence`` does).  The predicate ``dep[0] > +inf`` is false for
+        every value, NaN included, so the select returns ``x`` bit for bit."""
+        first = self.convert(self.reshape(self.slice(dep, (0,) * dep.ndim, (1,) * dep.ndim), ()), "float32")
+        never = self.broadcast_in_dim(self.compare(first, float("inf"), "GT"), x.shape, ())
+        return self.select(never, self.full_like(x, 0.0), x)
+
+    def alias(self, v: Value, storage: str) -> Value:
+        """``v`` bound to the caller's buffer view ``storage`` (``hal.tensor.alias``): IREE
+        writes it there where it is computed, and later readers read it from there."""
+        out = self.fresh("stored")
+        self.lines.append(f'{self.indent}{out} = hal.tensor.alias {v.name} : {v.type} to {storage} : '
+                          f'!hal.buffer_view loc("{self.loc}")')
+        return Value(out, v.shape, v.dtype)
+
+    def fence(self, v: Value) -> Value:
+        """``v`` behind an optimization barrier (IREE 3.13 folds layout transposes into a
+        convolution's operands, giving the slow NCHW form, unless fenced).
+
+        A barrier ends one of IREE's execution regions, and IREE sums the regions' transient
+        memory (EmplaceTransients packs them with overlapping lifetimes), so a layout change
+        of a function argument (a weight) is fenced at the top of the function instead: all
+        those fences share one small region rather than splitting the function at each use."""
+        chain = self._layout_of_arg.get(v.name)
+        if chain is None:
+            return self.barrier(v)
+        for i in chain:
+            if self.lines[i] is not None:
+                self.prologue.append(self.lines[i])
+                self.lines[i] = None
+        body, self.lines = self.lines, self.prologue
+        try:
+            return self.barrier(v)
+        finally:
+            self.prologue, self.lines = self.lines, body
+
+    def conv_nhwc(self, x: Value, wt: Value, out_shape, stride, pad, lhs_dilation=(1, 1), rhs_dilation=(1, 1),
+                  groups: int = 1) -> Value:
+        """A 2-D convolution of channels-last ``x`` (N, H, W, C) with ``wt`` (KH, KW, C/groups, O)."""
+        return self._conv_op("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]", x, wt, out_shape, stride, pad,
+                             lhs_dilation, rhs_dilation, groups)
+
+    def _conv_nhwc(self, x: Value, w: Value, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups) -> Value:
+        """A 2-D NCHW convolution computed channels-last (NHWC x HWIO).
+
+        IREE 3.13's CPU codegen ran NCHW convolutions at 2-4 GFLOP/s and the same ones
+        channels-last 13-70x faster (benchmarks/conv_layout.py), but only when the layout
+        transposes are fenced with optimization barriers; unfenced, IREE folds them back.
+        """
+        if x.shape[1] == 1 and groups == 1 and all(d == 1 for d in lhs_dilation) and \
+                w.shape[2] * w.shape[3] <= self.SHIFTED_SUM_MAX:
+            return self._conv_shifted_sum(x, w, out_shape, stride, pad, rhs_dilation)
+        if x.shape[1] <= 4 and groups == 1 and all(d == 1 for d in lhs_dilation):
+            return self._conv_im2col(x, w, out_shape, stride, pad, rhs_dilation)
+        xt = self.fenced_transpose(x, (0, 2, 3, 1))
+        wt = self.fenced_transpose(w, (2, 3, 1, 0))
+        n, c, h, wd = out_shape
+        y = self.conv_nhwc(xt, wt, (n, h, wd, c), stride, pad, lhs_dilation, rhs_dilation, groups)
+        return self.transpose(self.barrier(y), (0, 3, 1, 2))
+
+    def im2col(self, x: Value, kernel: Sequence[int], stride: Sequence[int], pad: Sequence[tuple[int, int]],
+               dilation: Sequence[int], out_hw: Sequence[int]) -> Value:
+        """Patches of a 2-D NCHW input as a (N*OH*OW, C*KH*KW) matrix, columns c-major
+        (so ``w.reshape(O, C*KH*KW)`` lines up)."""
+        n, c = x.shape[:2]
+        oh, ow = out_hw
+        wins = self.windows(self.pad_spatial(x, pad), kernel, stride, dilation, out_hw)
+        cols = [self.reshape(sl, (n, c, 1, oh, ow)) for sl in wins]
+        patches = self.concatenate(cols, 2)                                    # (N, C, K, OH, OW)
+        return self.reshape(self.transpose(patches, (0, 3, 4, 1, 2)), (n * oh * ow, c * kernel[0] * kernel[1]))
+
+    def windows(self, xp: Value, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
+                out_hw: Sequence[int], spatial: tuple[int, int] = (2, 3)) -> list[Value]:
+        """For each kernel offset (i, j), row-major: the slice of the padded 2-D input ``xp``
+        (spatial axes ``spatial``: (2, 3) NCHW, (1, 2) NHWC) that the offset's weights multiply."""
+        out = []
+        for i in range(kernel[0]):
+            for j in range(kernel[1]):
+                start, limit, step = [0] * xp.ndim, list(xp.shape), [1] * xp.ndim
+                for axis, k, o, s, d in zip(spatial, (i, j), out_hw, stride, dilation):
+                    start[axis], limit[axis], step[axis] = k * d, k * d + (o - 1) * s + 1, s
+                out.append(self.slice(xp, start, limit, step))
+        return out
+
+    def pad_spatial(self, x: Value, pad: Sequence[tuple[int, int]]) -> Value:
+        """NCHW ``x`` zero-padded by ``pad`` ((low, high) per spatial axis)."""
+        return self.pad(x, 0.0, (0, 0) + tuple(lo for lo, _ in pad), (0, 0) + tuple(hi for _, hi in pad))
+
+    # terms per fused partial sum (two operands each, input window and weight column; IREE
+    # fuses at most 32 operands into one elementwise op)
+    SHIFTED_SUM_GROUP = 9
+    SHIFTED_SUM_MAX = 49        # 7x7 kernels; a weight gradient's "kernel" (a whole image) is not one
+
+    def _conv_shifted_sum(self, x: Value, w: Value, out_shape, stride, pad, dilation) -> Value:
+        """A one-input-channel convolution (LeNet's conv1) as a sum of shifted windows of the
+        input, each scaled by one weight per output channel: elementwise work that IREE fuses,
+        with no patch matrix.
+
+        LeNet's conv1 (5x5, 1->20, batch 64) on IREE 3.13: im2col + matmul 4.0 ms with a
+        3.7 MB patch matrix and its copy in the transient arena; a convolution op 7.2 ms;
+        this sum 1.7-2.4 ms.  Left alone, IREE splits a 25-term sum into independent partial
+        sums, all alive at once (4 x 2.95 MB); a barrier after every ``SHIFTED_SUM_GROUP``
+        terms makes each partial sum the next one's input instead (groups of 13: one 2.95 MB
+        partial in the arena; groups of 9: IREE updates the partial sums in place, and
+        LeNet's forward_train arena fell from 9.5 to 2.5 MB at the same speed)."""
+        o, _, kh, kw = w.shape
+        n, _, oh, ow = out_shape
+        wc = self.reshape(w, (o, kh * kw))
+        groups = -(-kh * kw // self.SHIFTED_SUM_GROUP)
+        size = -(-kh * kw // groups)            # balanced: 25 terms -> 9 + 9 + 7
+        acc = None
+        for k, win in enumerate(self.windows(self.pad_spatial(x, pad), (kh, kw), stride, dilation, (oh, ow))):
+            win = self.broadcast_in_dim(self.reshape(win, (n, oh, ow)), out_shape, (0, 2, 3))
+            col = self.broadcast_in_dim(self.reshape(self.slice(wc, (0, k), (o, k + 1)), (o,)), out_shape, (1,))
+            term = self.mul(win, col)
+            if acc is not None and k % size == 0:
+                acc = self.barrier(acc)
+            acc = term if acc is None else self.add(acc, term)
+        return acc
+
+    def _conv_im2col(self, x: Value, w: Value, out_shape, stride, pad, dilation) -> Value:
+        """Two to four input channels: patches as one matmul (im2col).
+
+        Few-channel convolutions ran at ~5 GFLOP/s as convolutions in IREE 3.13;
+        as (N*OH*OW, C*K) x (C*K, O) it is a well-tiled matmul."""
+        n, c = x.shape[:2]
+        o, _, kh, kw = w.shape
+        _, _, oh, ow = out_shape
+        patches = self.im2col(x, (kh, kw), stride, pad, dilation, (oh, ow))
+        y = self.dot_general(patches, self.reshape(w, (o, c * kh * kw)), contract=([1], [1]))
+        return self.transpose(self.reshape(y, (n, oh, ow, o)), (0, 3, 1, 2))
+
+    # ---- reductions ------------------------------------------------------
+    def _region(self, kind: str, dtype) -> str:
+        t = tensor_type((), dtype)
+        body = {"add": "stablehlo.add", "max": "stablehlo.maximum", "min": "stablehlo.minimum",
+                "mul": "stablehlo.multiply"}[kind]
+        return (f'{{\n{self.indent}^bb0(%ra: {t}, %rb: {t}):\n{self.indent}  %rr = "{body}"(%ra, %rb) : ({t}, {t}) -> {t}\n'
+                f'{self.indent}  "stablehlo.return"(%rr) : ({t}) -> ()\n{self.indent}}}')
+
+    INIT = {"add": 0.0, "mul": 1.0, "max": -math.inf, "min": math.inf}
+
+    # column reductions of at least this many rows are summed in row blocks (``reduce``);
+    # ResNet-8 b16 training 24.0 / 22.1 / 21.6 ms with 4096 / 1024 / 256 (its last stage's
+    # BatchNorms reduce 1024 rows)
+    COLUMN_ROWS = 256
+    COLUMN_CHUNKS = 64
+
+    def _column_chunks(self, x: Value, dims: list[int]) -> int:
+        """Row blocks to sum ``x`` over its leading ``dims`` in, 0 for one reduction."""
+        if self.reductions != "blocks" or dims != list(range(len(dims))) or len(dims) == x.ndim:
+            return 0
+        rows = int(np.prod(x.shape[:len(dims)]))
+        if rows < self.COLUMN_ROWS or rows % self.COLUMN_CHUNKS:
+            return 0
+        return self.COLUMN_CHUNKS
+
+    def has_fenced_view(self, x: Value) -> bool:
+        """Whether ``fenced_transpose`` made a layout copy of ``x`` (which ``reduce`` reads)."""
+        return x.name in self._fenced_view
+
+    def reduce(self, x: Value, dims: Sequence[int], kind: str = "add") -> Value:
+        dims = sorted(dims)
+        if not dims:
+            return x
+        view = self._fenced_view.get(x.name)
+        if view is not None and kind == "add":
+            # Read the fenced layout copy a convolution made of x instead (a bias gradient next
+            # to a weight gradient): x's only other reader is then that copy, which IREE fuses
+            # into x's producer, so x itself is never stored (LeNet's conv1: 2.95 MB fewer in
+            # backward's arena).  Only when the kept dims keep their order.
+            xv, perm = view
+            kept = [d for d in perm if d not in dims]
+            if kept == sorted(kept):
+                x, dims = xv, [i for i, d in enumerate(perm) if d in dims]
+        chunks = self._column_chunks(x, dims)
+        if chunks:
+            # A reduction over the leading dims of a channels-last value (BatchNorm statistics
+            # and gradients, bias gradients) in IREE 3.13's llvm-cpu codegen: workgroups of
+            # two channels each walking every row with a stride when a full-size result shares
+            # the dispatch (ResNet-8's first-stage BatchNorm gradient: 3.7 ms of CPU).  Summing
+            # contiguous row blocks first gives each workgroup whole rows of all channels.
+            # Some modules so blocked fail IREE 3.13's codegen (ResNet-8's backward without
+            # recomputation: a matmul epilogue with three packed results, "operations with
+            # large vector sizes"); build.compile_program then compiles them "whole".
+            k = len(dims)
+            rows = int(np.prod(x.shape[:k]))
+            blocks = self.reshape(x, (chunks, rows // chunks) + tuple(x.shape[k:]))
+            return self.reduce(self.reduce(blocks, [1], kind), [0], kind)
+        if self.reductions == "split":
+            x = self.barrier(x)
+        init = self.constant(self._init_value(kind, x.dtype), (), x.dtype)
+        shape = [d for i, d in enumerate(x.shape) if i not in dims]
+        y = self.op("stablehlo.reduce", [x, init], shape, x.dtype, attrs=f"dimensions = {_array(dims)}",
+                    region=self._region(kind, x.dtype))
+        # "split": a reduction is its own dispatch, reading a materialized input.
+        # IREE 3.13's SPIR-V codegen stages a reduction's whole input in workgroup memory when
+        # its producer also stores a full-size result or consumers are fused after it;
+        # BatchNorm training at batch 8 x 8 channels x 16 x 16 needed 64 KiB where the default
+        # Vulkan target has 16 KiB, so conv + BatchNorm nets did not compile for Vulkan.
+        return self.barrier(y) if self.reductions == "split" else y
+
+    def _init_value(self, kind: str, dtype) -> float:
+        v = self.INIT[kind]
+        if np.dtype(dtype).kind in "iu" and math.isinf(v):
+            info = np.iinfo(np.dtype(dtype))
+            return info.min if v < 0 else info.max
+        return v
+
+    def reduce_window(self, x: Value, kind: str, window: Sequence[int], strides: Sequence[int],
+                      pad: Sequence[tuple[int, int]], out_shape: Sequence[int], init: float | None = None) -> Value:
+        init_v = self.constant(self._init_value(kind, x.dtype) if init is None else init, (), x.dtype)
+        pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
+        attrs = (f"window_dimensions = {_array(window)}, window_strides = {_array(strides)}, "
+                 f"padding = dense<{pads}> : tensor<{x.ndim}x2xi64>")
+        return self.op("stablehlo.reduce_window", [x, init_v], out_shape, x.dtype, attrs=attrs,
+                       region=self._region(kind, x.dtype))
+
+    # ---- indexing --------------------------------------------------------
+    def gather_rows(self, table: Value, idx: Value, axis: int = 0) -> Value:
+        """``take(table, idx, axis)`` with in-range int32 indices (shape idx.shape)."""
+        slice_sizes = [1 if i == axis else d for i, d in enumerate(table.shape)]
+        offset_dims = [i for i in range(table.ndim) if i != axis]
+        out_shape = list(idx.shape) + [d for i, d in enumerate(table.shape) if i != axis]
+        idx2 = self.reshape(idx, tuple(idx.shape) + (1,))
+        offset_out = [idx.ndim + k for k in range(len(offset_dims))]
+        attrs = (f"dimension_numbers = #stablehlo.gather<offset_dims = [{', '.join(map(str, offset_out))}], "
+                 f"collapsed_slice_dims = [{axis}], start_index_map = [{axis}], index_vector_dim = {idx.ndim}>, "
+                 f"slice_sizes = {_array(slice_sizes)}, indices_are_sorted = false")
+        out = self.op("stablehlo.gather", [table, idx2], out_shape, table.dtype, attrs=attrs)
+        if axis == 0:
+            return out
+        # gather puts the index dims first; move them to position ``axis``
+        nidx = idx.ndim
+        rest = table.ndim - 1
+        perm = list(range(nidx, nidx + axis)) + list(range(nidx)) + list(range(nidx + axis, nidx + rest))
+        return self.transpose(out, perm)
+
+
+def _nested(arr: np.ndarray, dtype) -> str:
+    if arr.ndim == 0:
+        return _float_literal(float(arr), dtype)
+    return "[" + ", ".join(_nested(a, dtype) for a in arr) + "]"
+
+
+def unbroadcast(b: Emitter, g: Value, shape: Sequence[int]) -> Value:
+    """Sum ``g`` down to ``shape`` (the gradient of a numpy-style broadcast to g.shape)."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    off = g.ndim - len(shape)
+    dims = list(range(off)) + [off + i for i, d in enumerate(shape) if d == 1 and g.shape[off + i] != 1]
+    r = b.reduce(g, dims, "add")
+    return b.reshape(r, shape)
+
+
+def scatter_add_rows(b: Emitter, shape: Sequence[int], idx: Value, updates: Value, axis: int = 0) -> Value:
+    """The gradient of ``gather_rows``: zeros of ``shape`` with ``updates`` (shape
+    shape[:axis] + idx.shape + shape[axis+1:]) added at in-range int32 ids ``idx`` along ``axis``;
+    repeated ids accumulate."""
+    shape = tuple(int(d) for d in shape)
+    n = int(np.prod(idx.shape)) if idx.shape else 1
+    idx = b.reshape(idx, (n, 1))
+    updates = b.reshape(updates, shape[:axis] + (n,) + shape[axis + 1:])
+    window = [i for i in range(len(shape)) if i != axis]
+    zeros = b.full_like(updates, 0.0, shape)
+    t = tensor_type((), updates.dtype)
+    region = (f'{{\n{b.indent}^bb0(%sa: {t}, %sb: {t}):\n{b.indent}  %ss = "stablehlo.add"(%sa, %sb) : ({t}, {t}) -> {t}\n'
+              f'{b.indent}  "stablehlo.return"(%ss) : ({t}) -> ()\n{b.indent}}}')
+    attrs = (f"scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [{', '.join(map(str, window))}], "
+             f"inserted_window_dims = [{axis}], scatter_dims_to_operand_dims = [{axis}], index_vector_dim = 1>, "
+             f"indices_are_sorted = false, unique_indices = false")
+    return b.op("stablehlo.scatter", [zeros, idx, updates], shape, updates.dtype, attrs=attrs, region=region)
+
+
+def rng_bits(b: Emitter, state: Value, shape: Sequence[int], dtype="uint32") -> tuple[Value, Value]:
+    """``stablehlo.rng_bit_generator`` (THREE_FRY): (new state, random bits of ``shape``)."""
+    st = b.fresh("r")
+    bt = tensor_type(shape, dtype)
+    b.lines.append(f'{b.indent}{st}:2 = "stablehlo.rng_bit_generator"({state.name}) '
+                   f'{{rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>}} : ({state.type}) -> '
+                   f'({state.type}, {bt}) loc("{b.loc}")')
+    return (Value(f"{st}#0", state.shape, state.dtype),
+            Value(f"{st}#1", tuple(int(d) for d in shape), np.dtype(dtype)))
