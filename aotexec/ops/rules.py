@@ -75,6 +75,11 @@ def forward(fn: Callable[..., list[ShapeT] | ShapeT]):
     return rule
 
 
+def weighted_inputs(p: Any) -> list[str]:
+    """FullyConnected / Convolution / Deconvolution: the bias input exists unless no_bias."""
+    return ["data", "weight"] if p.no_bias else ["data", "weight", "bias"]
+
+
 def same_dtype(p: Any, ins: list[DTypeT], outs: list[DTypeT]):
     t = next((x for x in list(ins) + list(outs) if x is not None), None)
     if t is None:
