@@ -26,7 +26,8 @@ from .compiler import CompileError, CompileOptions, compile_mlir, verify_mlir
 from .graph import Entry, IndexedGraph
 from .lowering import layout
 from .lowering.module import lower_function, module_text, uses_rng
-from .passes.gradient import SHAPE_ONLY, GradientGraph, build_gradient_graph, residuals
+from .ops.registry import reads_value
+from .passes.gradient import GradientGraph, build_gradient_graph, residuals
 from .passes.mirror import mirrored_typing, resolve
 from .passes.infer import Typing
 from .runtime.program import EntryPoint, ProgramSpec, resident_allowed
@@ -346,7 +347,7 @@ def segment_plan(g: IndexedGraph, place: dict[int, object], forward_ids: set[int
         for n in seg.nodes:
             for pos, e in enumerate(n.inputs):
                 key = (id(e.node), e.index)
-                if (n.op.name, pos) in SHAPE_ONLY or key in seen or where.get(id(e.node)) == k:
+                if not reads_value(n, pos) or key in seen or where.get(id(e.node)) == k:
                     continue
                 seen.add(key)
                 seg.inputs.append(e)

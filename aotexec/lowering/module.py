@@ -13,8 +13,7 @@ import numpy as np
 
 from ..base import AotexecError
 from ..graph import Entry, Node
-from ..ops.registry import draws_random
-from ..passes.gradient import SHAPE_ONLY
+from ..ops.registry import draws_random, reads_value
 from ..passes.infer import Typing
 from ..signature import RESIDENT_SCOPE
 from . import layout
@@ -236,7 +235,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
         ins = []
         for pos, e in enumerate(node.inputs):
             v = values.get((id(e.node), e.index))
-            if v is None and (node.op.name, pos) in SHAPE_ONLY:
+            if v is None and not reads_value(node, pos):
                 v = Value("%unused", tuple(typing.shape_of(e)), np.dtype(typing.dtype_of(e)))
             if v is None:
                 raise AotexecError(f"entry point {name}: node '{node.name}' reads {e.name}, which is neither "
@@ -320,7 +319,7 @@ def _needed_nodes(outputs: Sequence[Entry], provided: dict[tuple[int, int], Valu
             continue
         need.add(id(e.node))
         for pos, i in enumerate(e.node.inputs):
-            if e.node.op is not None and (e.node.op.name, pos) in SHAPE_ONLY:
+            if not reads_value(e.node, pos):
                 continue
             stack.append(i)
     return need

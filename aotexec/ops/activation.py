@@ -23,7 +23,7 @@ class ActivationParam:
 
 
 Activation = define("Activation", params=ActivationParam, listed_inputs=False,
-                    infer_shape=same_shape, infer_type=same_dtype)
+                    infer_shape=same_shape, infer_type=same_dtype, inplace=True, layout_agnostic=True)
 
 
 def activation(b, act_type: str, x):
@@ -63,7 +63,8 @@ def activation_grad(b, act_type: str, g, y):
     raise ValueError(f"activation_grad: {act_type} needs the input")
 
 
-@differentiable(Activation, lambda p: ["ograd0", "in0" if p.act_type in ("softsign", "log_sigmoid", "mish") else "out0"])
+@differentiable(Activation, lambda p: ["ograd0", "in0" if p.act_type in ("softsign", "log_sigmoid", "mish") else "out0"],
+                inplace=True, layout_agnostic=True)
 def _activation_grad(ctx, p: ActivationParam, g, v):
     b = ctx.b
     if p.act_type == "softsign":   # v is x: d/dx x/(1+|x|) = 1/(1+|x|)^2
@@ -129,8 +130,8 @@ LeakyReLU = define(
     inputs=lambda p: ["data", "gamma"] if p.act_type == "prelu" else ["data"],
     outputs=lambda p: ["output", "mask"] if p.act_type == "rrelu" else ["output"],
     num_visible=lambda p: 1, aux_init={"gamma": '["Constant", {"value": 0.25}]'},
-    infer_shape=_lrelu_shape, infer_type=same_dtype,
-    random=True, random_when=lambda p, is_train: p.act_type == "rrelu" and is_train)
+    infer_shape=_lrelu_shape, infer_type=same_dtype, inplace=True,
+    train_mode=True, random=True, random_when=lambda p, is_train: p.act_type == "rrelu" and is_train)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -207,7 +208,8 @@ class DropoutParam:
 
 Dropout = define("Dropout", params=DropoutParam, outputs=["output", "mask"], num_visible=lambda p: 1,
                  infer_shape=same_shape, infer_type=same_dtype,
-                 random=True, random_when=lambda p, is_train: p.p > 0 and (is_train or p.mode == "always"))
+                 inplace=True, mirror_kept=True, train_mode=True, random=True,
+                 random_when=lambda p, is_train: p.p > 0 and (is_train or p.mode == "always"))
 
 
 @lowers(Dropout)

@@ -62,7 +62,7 @@ def _conv_shape(p: ConvolutionParam, ins, outs):
 
 
 Convolution = define("Convolution", params=ConvolutionParam, inputs=weighted_inputs,
-                     infer_shape=_conv_shape, infer_type=same_dtype)
+                     infer_shape=_conv_shape, infer_type=same_dtype, mirror_kept=True, matmul_like=True)
 
 
 def conv_spec(nd: int) -> str:
@@ -182,7 +182,7 @@ def _deconv_shape(p: DeconvolutionParam, ins, outs):
 
 
 Deconvolution = define("Deconvolution", params=DeconvolutionParam, inputs=weighted_inputs,
-                       infer_shape=_deconv_shape, infer_type=same_dtype)
+                       infer_shape=_deconv_shape, infer_type=same_dtype, mirror_kept=True, matmul_like=True)
 
 
 def transposed_conv(b, x, w, out_shape, kernel, stride, dilate, pad, groups: int):

@@ -47,7 +47,7 @@ def _fc_shape(p: FullyConnectedParam, ins, outs):
 
 
 FullyConnected = define("FullyConnected", params=FullyConnectedParam, inputs=weighted_inputs,
-                        infer_shape=_fc_shape, infer_type=same_dtype)
+                        infer_shape=_fc_shape, infer_type=same_dtype, mirror_kept=True, matmul_like=True)
 
 
 @lowers(FullyConnected)

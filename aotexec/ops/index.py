@@ -44,7 +44,8 @@ def _dot_shape(p: DotParam, a, b):
     return out or (1,)
 
 
-dot = define("dot", params=DotParam, inputs=["lhs", "rhs"], infer_shape=_dot_shape, infer_type=same_dtype)
+dot = define("dot", params=DotParam, inputs=["lhs", "rhs"], infer_shape=_dot_shape, infer_type=same_dtype,
+             matmul_like=True)
 
 
 @lowers(dot)
@@ -80,7 +81,7 @@ def _batch_dot_shape(p: DotParam, a, b):
 
 
 batch_dot = define("batch_dot", params=DotParam, inputs=["lhs", "rhs"], infer_shape=_batch_dot_shape,
-                   infer_type=same_dtype)
+                   infer_type=same_dtype, matmul_like=True)
 
 
 @lowers(batch_dot)
@@ -232,7 +233,7 @@ def _one_hot_shape(p: OneHotParam, idx):
 
 
 one_hot = define("one_hot", params=OneHotParam, inputs=["indices"], no_grad_inputs=("indices",),
-                 infer_shape=_one_hot_shape, infer_type=fixed_dtype(lambda p: p.dtype))
+                 infer_shape=_one_hot_shape, infer_type=fixed_dtype(lambda p: p.dtype), zero_grad=True)
 
 
 @lowers(one_hot)

@@ -43,7 +43,7 @@ def _concat_shape(p: ConcatParam, ins, outs):
 
 
 Concat = define("Concat", "concat", params=ConcatParam, variadic="num_args",
-                infer_shape=_concat_shape, infer_type=same_dtype)
+                infer_shape=_concat_shape, infer_type=same_dtype, mirror_kept=True)
 
 
 @lowers(Concat)

@@ -74,7 +74,7 @@ def _softmax_inputs(p: SoftmaxParam) -> list[str]:
 
 
 softmax = define("softmax", params=SoftmaxParam, inputs=_softmax_inputs, infer_shape=_softmax_shape,
-                 infer_type=dtype_of_first)
+                 infer_type=dtype_of_first, inplace=True)
 
 
 @lowers(softmax)
@@ -98,7 +98,8 @@ def _softmax_grad(ctx, p: SoftmaxParam, g, y):
 
 
 # MXNet 1.9.1's log_softmax takes no length input even with use_length (and then fails)
-log_softmax = define("log_softmax", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype)
+log_softmax = define("log_softmax", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype,
+                     inplace=True)
 
 
 @lowers(log_softmax)
@@ -172,7 +173,7 @@ def _softmax_output_shape(p: SoftmaxOutputParam, ins, outs):
 SoftmaxOutput = define(
     "SoftmaxOutput", "Softmax", params=SoftmaxOutputParam, inputs=["data", "label"],
     is_loss=True, no_grad_inputs=("label",),
-    infer_shape=_softmax_output_shape, infer_type=same_dtype)
+    infer_shape=_softmax_output_shape, infer_type=same_dtype, inplace=True, mirror_kept=True)
 
 
 @lowers(SoftmaxOutput)
@@ -286,7 +287,7 @@ class MakeLossParam:
 
 
 MakeLoss = define("MakeLoss", params=MakeLossParam, is_loss=True,
-                  infer_shape=same_shape, infer_type=same_dtype)
+                  infer_shape=same_shape, infer_type=same_dtype, inplace=True)
 # make_loss (lower case) is a distinct MXNet op: an identity whose gradient is ones.
 make_loss = define("make_loss", is_loss=True, infer_shape=same_shape, infer_type=same_dtype)
 lowers(MakeLoss, make_loss)(_identity_loss_lower)

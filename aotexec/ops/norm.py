@@ -40,7 +40,7 @@ BatchNorm = define(
     aux=["moving_mean", "moving_var"], outputs=["output", "mean", "var"],
     num_visible=lambda p: 3 if p.output_mean_var else 1,
     aux_init={"moving_mean": '["zero", {}]', "moving_var": '["one", {}]'},
-    infer_shape=_bn_shape, infer_type=same_dtype)
+    infer_shape=_bn_shape, infer_type=same_dtype, train_mode=True, mirror_kept=True)
 
 
 def batch_norm_stats(b, x, axis: int):
@@ -84,7 +84,7 @@ def _batch_norm_remat(ctx, p: BatchNormParam, x, gamma, beta, moving_mean, movin
 
 
 # --- BatchNorm gradient (and the moving-stat update, done in backward as MXNet 1.9.1) ---
-@differentiable(BatchNorm, ("ograd0", "in0", "in1", "in3", "in4", "out1", "out2"), aux_updates=2)
+@differentiable(BatchNorm, ("ograd0", "in0", "in1", "in3", "in4", "out1", "out2"), aux_updates=2, inplace=True)
 def _batch_norm_grad(ctx, p: BatchNormParam, g, x, gamma, moving_mean, moving_var, mean, inv_std):
     """out1/out2 hold the statistics forward normalized with (batch ones in training, the moving
     ones with use_global_stats) as mean and 1/sqrt(var + eps)."""

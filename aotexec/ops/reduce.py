@@ -186,6 +186,6 @@ def _arg_rule(kind: str):
 
 
 for _name, _kind in (("argmax", "max"), ("argmin", "min")):
-    _op = define(_name, params=ArgReduceParam, infer_shape=_arg_shape, infer_type=same_dtype)
+    _op = define(_name, params=ArgReduceParam, infer_shape=_arg_shape, infer_type=same_dtype, zero_grad=True)
     lowers(_op)(_arg_rule(_kind))
     differentiable(_op, ())(lambda ctx, p: [None])

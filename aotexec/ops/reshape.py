@@ -32,7 +32,8 @@ def _flatten_shape(p, data):
     return (data[0], prod(data[1:])) if data else (1, 1)
 
 
-Flatten = _reshaping(define("Flatten", "flatten", infer_shape=_flatten_shape, infer_type=same_dtype))
+Flatten = _reshaping(define("Flatten", "flatten", infer_shape=_flatten_shape, infer_type=same_dtype,
+                            inplace=True, identity_outputs=(0,)))
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def _reshape_shape(p: ReshapeParam, ins, outs):
 
 
 Reshape = _reshaping(define("Reshape", "reshape", params=ReshapeParam, infer_shape=_reshape_shape,
-                            infer_type=same_dtype))
+                            infer_type=same_dtype, inplace=True, identity_outputs=(0,)))
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def _expand_dims_shape(p, data):
 
 
 expand_dims = _reshaping(define("expand_dims", params=ExpandDimsParam, infer_shape=_expand_dims_shape,
-                                infer_type=same_dtype))
+                                infer_type=same_dtype, inplace=True, identity_outputs=(0,)))
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,8 @@ def _squeeze_shape(p, data):
     return out or (1,)
 
 
-squeeze = _reshaping(define("squeeze", params=SqueezeParam, infer_shape=_squeeze_shape, infer_type=same_dtype))
+squeeze = _reshaping(define("squeeze", params=SqueezeParam, infer_shape=_squeeze_shape, infer_type=same_dtype,
+                            inplace=True, identity_outputs=(0,)))
 
 
 reshape_like = _reshaping(define("reshape_like", inputs=["lhs", "rhs"], no_grad_inputs=("rhs",),
