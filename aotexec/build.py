@@ -24,7 +24,7 @@ import numpy as np
 
 from .compiler import CompileError, CompileOptions, compile_mlir, verify_mlir
 from .graph import Entry, IndexedGraph
-from .lowering import layout
+from .passes import layout
 from .lowering.module import lower_function, module_text, uses_rng
 from .ops.registry import reads_value
 from .passes.gradient import GradientGraph, build_gradient_graph, residuals

@@ -10,7 +10,7 @@ import pytest
 
 import aotexec as ax
 from aotexec import build
-from aotexec.lowering import layout
+from aotexec.passes import layout
 from aotexec.runtime.executor import bind_typing
 from gradcheck import check_numeric_gradient
 

@@ -13,13 +13,12 @@ import numpy as np
 
 from ..base import AotexecError
 from ..graph import Entry, Node
+from ..emitter import Emitter, Value
+from ..ops.nhwc import TO_NCHW, ChannelsLast
 from ..ops.registry import draws_random, reads_value
+from ..passes import layout
 from ..passes.infer import Typing
 from ..signature import RESIDENT_SCOPE
-from . import layout
-from ..emitter import Emitter, Value
-
-# inputs read only for their shape (never referenced in the emitted code)
 
 
 @dataclass
@@ -38,6 +37,7 @@ class LowerCtx:
     node_index: int = 0                # position in the graph: distinct random streams per node
     extra: dict[str, Any] = field(default_factory=dict)
     unused: frozenset[int] = frozenset()   # outputs nothing in the entry point reads
+    in_nhwc: list[bool] = field(default_factory=list)   # channels-last lowerings: inputs stored NHWC
 
     def wants(self, k: int) -> bool:
         """Whether output ``k`` is read: a rule may skip computing the others (IREE would drop
@@ -47,9 +47,10 @@ class LowerCtx:
 
 def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_train: bool,
                rng_state: Value | None = None, params: Any = None,
-               out_shapes: list[tuple[int, ...]] | None = None, unused: frozenset[int] = frozenset()
-               ) -> list[Value | None]:
-    """``params`` / ``out_shapes`` override the node's (channels-last lowering: physical shapes)."""
+               out_shapes: list[tuple[int, ...]] | None = None, unused: frozenset[int] = frozenset(),
+               lower=None, in_nhwc: Sequence[bool] = ()) -> list[Value | None]:
+    """``params`` / ``out_shapes`` / ``lower`` override the node's (channels-last lowering:
+    physical shapes, and the variant's rule reading ``in_nhwc``)."""
     g = typing.graph
     nid = g.nid(node)
     out_shapes = out_shapes or [typing.shapes[i] for i in range(g.row_ptr[nid], g.row_ptr[nid + 1])]
@@ -59,14 +60,15 @@ def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_t
                            f"it cannot be compiled.\n  {node.format()}")
     b.loc = node.name
     ctx = LowerCtx(b, node, [v.shape for v in inputs], out_shapes, out_dtypes, is_train,
-                   rng_state=rng_state, node_index=nid, unused=unused)
+                   rng_state=rng_state, node_index=nid, unused=unused, in_nhwc=list(in_nhwc))
     if node.op.forward_op is not None:
         fwd = node.control_deps[0]
         ctx.fwd_in_shapes = [tuple(typing.shape_of(e)) for e in fwd.inputs]
         ctx.fwd_in_dtypes = [typing.dtype_of(e) for e in fwd.inputs]
         ctx.fwd_out_shapes = [tuple(typing.node_shape(fwd, i)) for i in range(fwd.num_outputs)]
         ctx.is_train = True
-    lower = node.op.remat_lower if node.mirror_of is not None and node.op.remat_lower else node.op.lower
+    if lower is None:
+        lower = node.op.remat_lower if node.mirror_of is not None and node.op.remat_lower else node.op.lower
     try:
         res = lower(ctx, node.params if params is None else params, *inputs)
     except AotexecError:
@@ -118,32 +120,15 @@ def _trace(b: Emitter, key: str, v: Value) -> None:
     b.lines.append(f'{b.indent}flow.tensor.trace "{seq:06d}|{key}" = [{v.name} : {v.type}] loc("{b.loc}")')
 
 
-def lower_channels_last(b: Emitter, node: Node, rule: str, ins: list[Value], in_nhwc: list[bool],
+def lower_channels_last(b: Emitter, node: Node, variant: ChannelsLast, ins: list[Value], in_nhwc: list[bool],
                         typing: Typing, is_train: bool, rng_state: Value | None, lay: layout.Layouts) -> list:
-    """``node`` lowered by its channels-last rule (``layout._decide`` chose it)."""
+    """``node`` lowered by the channels-last ``variant`` its op's rule chose (``passes.layout``)."""
     g = typing.graph
     nid = g.nid(node)
     logical = [typing.shapes[i] for i in range(g.row_ptr[nid], g.row_ptr[nid + 1])]
     phys = [layout.physical(s, lay.of(node, k)) for k, s in enumerate(logical)]
-    p = node.params
-    b.loc = node.name
-    if rule == "conv":
-        return [layout.conv(b, p, ins[0], in_nhwc[0], ins[1], None if p.no_bias else ins[2], logical[0])]
-    if rule == "conv_grad":
-        return layout.conv_grad(b, p, ins[0], ins[1], in_nhwc[1], ins[2], logical[0])
-    if rule == "tiled_pool":
-        return [layout.tiled_pool(b, p, ins[0])] + [None] * (len(logical) - 1)
-    if rule == "tiled_pool_grad":
-        fwd = node.control_deps[0]
-        return [layout.tiled_pool_grad(b, p, ins[0], in_nhwc[0], ins[1] if p.pool_type == "max" else None,
-                                       typing.shape_of(fwd.inputs[0]))]
-    if rule == "global_pool":
-        return [layout.global_pool(b, p, ins[0])] + [None] * (len(logical) - 1)
-    if rule == "global_pool_grad":
-        fwd = node.control_deps[0]
-        return [layout.global_pool_grad(b, p, ins[0], typing.shape_of(fwd.inputs[0]))]
-    params = layout.axis3(p) if rule == "axis3" else None
-    return lower_node(b, node, ins, typing, is_train, rng_state, params=params, out_shapes=phys)
+    return lower_node(b, node, ins, typing, is_train, rng_state, params=variant.params, out_shapes=phys,
+                      lower=variant.lower, in_nhwc=in_nhwc)
 
 
 def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], outputs: Sequence[Entry],
@@ -189,7 +174,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
         if key not in lay.nhwc or v.name == "%unused":
             return v
         if key not in nchw:
-            nchw[key] = b.transpose(v, layout.TO_NCHW)
+            nchw[key] = b.transpose(v, TO_NCHW)
         return nchw[key]
 
     params = []
@@ -255,9 +240,9 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
             k = next((k for k, v in enumerate(ins) if v.name != "%unused"), None)
             if k is not None:
                 ins[k] = b.after(ins[k], latest)
-        rule = lay.rules.get(id(node))
-        if rule is not None:
-            res = lower_channels_last(b, node, rule, ins, [lay.of(e.node, e.index) for e in node.inputs],
+        variant = lay.variants.get(id(node))
+        if variant is not None:
+            res = lower_channels_last(b, node, variant, ins, [lay.of(e.node, e.index) for e in node.inputs],
                                       typing, is_train, rng_state, lay)
         else:
             b.loc = node.name

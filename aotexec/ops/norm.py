@@ -1,11 +1,14 @@
 """Normalization: BatchNorm and LRN (MXNet 1.9.1 src/operator/nn/batch_norm.cc, lrn.cc):
-parameters, shape rule, lowering, recomputation and gradient per op."""
+parameters, shape rule, lowering, recomputation, gradient and (BatchNorm) channels-last
+rule per op."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from .registry import define, differentiable, lowers, rematerializes
+from .nhwc import ChannelsLast, LayoutQuery, first_nhwc
+from .registry import define, differentiable, lays_out, lowers, rematerializes
 from .rules import known, merge, prod, same_dtype, same_shape
 
 
@@ -117,7 +120,22 @@ def _batch_norm_grad(ctx, p: BatchNormParam, g, x, gamma, moving_mean, moving_va
     return [dx, dgamma, dbeta, new_mean, new_var]
 
 
-# --- LRN ---
+
+# --- BatchNorm channels-last (passes.layout): an NHWC value's channel axis is 3
+def _axis3(q: LayoutQuery) -> ChannelsLast:
+    return ChannelsLast("axis3", first_nhwc(q.num_outputs), params=dataclasses.replace(q.params, axis=3))
+
+
+@lays_out(BatchNorm)
+def _batch_norm_layout(q: LayoutQuery) -> ChannelsLast | None:
+    return _axis3(q) if q.four_d(0) and q.params.axis % 4 == 1 and q.nhwc[0] else None
+
+
+@lays_out(BatchNorm.backward)
+def _batch_norm_grad_layout(q: LayoutQuery) -> ChannelsLast | None:
+    return _axis3(q) if q.params.axis % 4 == 1 and q.nhwc[0] and q.nhwc[1] else None
+
+# --- LRN (src/operator/nn/lrn.cc) ---
 @dataclass(frozen=True)
 class LRNParam:
     nsize: int

@@ -1,5 +1,6 @@
 """Spatial resampling: Pooling and UpSampling (MXNet 1.9.1 src/operator/nn/pooling.cc,
-upsampling.cc): parameters, shape rule, lowering and gradient per op."""
+upsampling.cc): parameters, shape rule, lowering and gradient per op, and the channels-last
+form of tiled and global 2-D pooling and their gradients (``passes.layout``)."""
 from __future__ import annotations
 
 import itertools
@@ -10,9 +11,11 @@ from typing import Literal, Optional
 import numpy as np
 
 from ..base import AotexecError
+from ..emitter import Emitter, Value
 from .conv import conv_spec, conv_weight_grad, deconv_data_grad, transposed_conv
+from .nhwc import TO_NHWC, ChannelsLast, LayoutQuery, first_nhwc
 from .params import Shape
-from .registry import define, differentiable, lowers
+from .registry import define, differentiable, lays_out, lowers
 from .rules import forward, known, prod, same_dtype
 
 
@@ -250,7 +253,122 @@ def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
     return [dx]
 
 
-# --- UpSampling ---
+# --- Pooling channels-last (passes.layout): tiled and global 2-D pooling of NHWC values
+def _tiled_pool(p, shape) -> bool:
+    """2-D max/avg/sum pooling whose windows tile the input (kernel == stride, no padding):
+    LeNet's 2x2/2 pools."""
+    if p.global_pool or len(p.kernel) != 2 or p.pool_type not in ("max", "avg", "sum") or shape is None \
+            or p.layout not in (None, "NCHW"):
+        return False
+    stride = tuple(p.stride) if p.stride else (1, 1)
+    pad = tuple(p.pad) if p.pad else (0, 0)
+    fits = p.pooling_convention == "valid" or all(d % k == 0 for d, k in zip(shape[2:], p.kernel))
+    return tuple(p.kernel) == stride and pad == (0, 0) and fits and p.pooling_convention != "same"
+
+
+def _global_pool(p) -> bool:
+    return p.global_pool and len(p.kernel or (0, 0)) in (0, 2) and p.pool_type in ("avg", "sum") \
+        and p.layout in (None, "NCHW")
+
+
+def _tiles(b: Emitter, x: Value, kernel) -> tuple[Value, tuple[int, ...]]:
+    """NHWC ``x`` cropped to whole windows and split (N, OH, KH, OW, KW, C)."""
+    n, h, w, c = x.shape
+    oh, ow = h // kernel[0], w // kernel[1]
+    if (oh * kernel[0], ow * kernel[1]) != (h, w):
+        x = b.slice(x, (0, 0, 0, 0), (n, oh * kernel[0], ow * kernel[1], c))
+    split = (n, oh, kernel[0], ow, kernel[1], c)
+    return b.reshape(x, split), split
+
+
+def tiled_pool(b: Emitter, p, x: Value) -> Value:
+    xs, _ = _tiles(b, x, p.kernel)
+    if p.pool_type == "max":
+        return b.reduce(xs, [2, 4], "max")
+    y = b.reduce(xs, [2, 4], "add")
+    return b.div(y, float(p.kernel[0] * p.kernel[1])) if p.pool_type == "avg" else y
+
+
+def tiled_pool_grad(b: Emitter, p, g: Value, g_nhwc: bool, x: Value | None, x_logical) -> Value:
+    """d input (NHWC): each window's g to its first maximum (MXNet's pool.h), or spread evenly."""
+    g = g if g_nhwc else b.transpose(g, TO_NHWC)
+    n, c, h, w = x_logical
+    kh, kw = p.kernel
+    oh, ow = h // kh, w // kw
+    split = (n, oh, kh, ow, kw, c)
+    outer = [0, 1, 3, 5]
+    gs = b.broadcast_in_dim(g, split, outer)
+    if p.pool_type == "max":
+        xs, _ = _tiles(b, x, p.kernel)
+        eq = b.compare(xs, b.broadcast_in_dim(b.reduce(xs, [2, 4], "max"), split, outer), "EQ")
+        pos = b.add(b.mul(b.iota(split, 2, "int32"), kw), b.iota(split, 4, "int32"))   # row-major in the window
+        first = b.reduce(b.select(eq, pos, b.full_like(pos, kh * kw)), [2, 4], "min")
+        hit = b.compare(pos, b.broadcast_in_dim(first, split, outer), "EQ")
+        dx = b.select(hit, gs, b.full_like(gs, 0.0))
+    else:
+        dx = b.div(gs, float(kh * kw)) if p.pool_type == "avg" else gs
+    dx = b.reshape(dx, (n, oh * kh, ow * kw, c))
+    if (oh * kh, ow * kw) != (h, w):
+        dx = b.pad(dx, 0.0, (0, 0, 0, 0), (0, h - oh * kh, w - ow * kw, 0))
+    return dx
+
+
+def global_pool(b: Emitter, p, x: Value) -> Value:
+    """Global avg/sum pooling of NHWC ``x``: (N, C, 1, 1) is NHWC and NCHW at once."""
+    n, h, w, c = x.shape
+    y = b.reduce(x, [1, 2], "add")
+    if p.pool_type == "avg":
+        y = b.div(y, float(h * w))
+    return b.reshape(y, (n, c, 1, 1))
+
+
+def global_pool_grad(b: Emitter, p, g: Value, x_logical) -> Value:
+    n, c, h, w = x_logical
+    dx = b.broadcast_in_dim(b.reshape(g, (n, c)), (n, h, w, c), [0, 3])
+    return b.div(dx, float(h * w)) if p.pool_type == "avg" else dx
+
+
+@lays_out(Pooling)
+def _pool_layout(q: LayoutQuery) -> ChannelsLast | None:
+    p = q.params
+    if _tiled_pool(p, q.shapes[0]) and q.nhwc[0]:
+        return ChannelsLast("tiled_pool", first_nhwc(q.num_outputs), lower=_tiled_pool_lower)
+    if _global_pool(p) and q.nhwc[0]:
+        return ChannelsLast("global_pool", first_nhwc(q.num_outputs, False), lower=_global_pool_lower)
+    return None
+
+
+def _tiled_pool_lower(ctx, p: PoolingParam, x):
+    return [tiled_pool(ctx.b, p, x)] + [None] * (len(ctx.out_shapes) - 1)
+
+
+def _global_pool_lower(ctx, p: PoolingParam, x):
+    return [global_pool(ctx.b, p, x)] + [None] * (len(ctx.out_shapes) - 1)
+
+
+@lays_out(Pooling.backward)
+def _pool_grad_layout(q: LayoutQuery) -> ChannelsLast | None:
+    """NHWC where forward's input was; the forward input's shape decides tiling."""
+    p = q.params
+    fwd_shape = q.fwd_in_shapes[0] if q.fwd_in_shapes else None
+    if _tiled_pool(p, fwd_shape) and q.fwd_in_nhwc[0] and (p.pool_type != "max" or q.nhwc[1]):
+        # an NCHW g is transposed (small, unfenced)
+        return ChannelsLast("tiled_pool_grad", first_nhwc(q.num_outputs), lower=_tiled_pool_grad_lower)
+    if _global_pool(p) and q.fwd_in_nhwc[0]:
+        return ChannelsLast("global_pool_grad", first_nhwc(q.num_outputs), lower=_global_pool_grad_lower)
+    return None
+
+
+def _tiled_pool_grad_lower(ctx, p: PoolingParam, g, x=None):
+    x = x if p.pool_type == "max" else None
+    return [tiled_pool_grad(ctx.b, p, g, ctx.in_nhwc[0], x, ctx.fwd_in_shapes[0])]
+
+
+def _global_pool_grad_lower(ctx, p: PoolingParam, g):
+    return [global_pool_grad(ctx.b, p, g, ctx.fwd_in_shapes[0])]
+
+
+# --- UpSampling (src/operator/nn/upsampling.cc) ---
 @dataclass(frozen=True)
 class UpSamplingParam:
     scale: int
