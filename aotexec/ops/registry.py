@@ -114,6 +114,7 @@ def reads_value(node, pos: int) -> bool:
     and zero helper nodes), so that value must be computed, kept or passed in for it."""
     return node.op is None or pos not in node.op.shape_only_inputs
 
+
 # Python-level constructor names (MXNet's function names and aliases) -> (op, name hint)
 CONSTRUCTORS: dict[str, tuple[OpDef, str]] = {}
 
@@ -132,13 +133,6 @@ def register(op: OpDef, *aliases: str, hint: str | None = None) -> OpDef:
         OPS.setdefault(alias, op)
         CONSTRUCTORS[alias] = (op, alias.lower())
     return op
-
-
-def alias(name: str, op_name: str) -> None:
-    """Another Python constructor for an existing op (``stop_gradient`` -> BlockGrad)."""
-    op = OPS[op_name]
-    OPS.setdefault(name, op)
-    CONSTRUCTORS[name] = (op, name.lower())
 
 
 def get_op(name: str, node: str | None = None) -> OpDef:
