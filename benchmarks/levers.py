@@ -34,7 +34,7 @@ def nhwc_convolutions() -> None:
     """Experiment (this process only): emit every 2-D NCHW convolution as transpose -> NHWC/HWIO
     convolution -> transpose back, each transpose fenced by stablehlo.optimization_barrier so that
     IREE cannot fold the layout change back into an NCHW convolution (see conv_layout.py)."""
-    from aotexec.lowering.emitter import Emitter
+    from aotexec.emitter import Emitter
     orig = Emitter.convolution
     nchw = "[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]"
 

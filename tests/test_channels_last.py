@@ -1,4 +1,4 @@
-"""Channels-last execution (lowering/layout.py): convolution nets computed NHWC between
+"""Channels-last execution (passes/layout.py, ops/conv.py, ops/pool.py): convolution nets computed NHWC between
 convolutions on llvm-cpu. Gradients against finite differences with the NHWC rules really
 in use, and the NHWC build against the NCHW one (AOTEXEC_LAYOUT=nchw)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 import aotexec as ax
 from aotexec import pipeline
-from aotexec.lowering import layout
+from aotexec.passes import layout
 from aotexec.runtime.executor import bind_typing
 from gradcheck import check_numeric_gradient
 

@@ -283,7 +283,7 @@ def test_emitter_after_returns_x_bit_for_bit(cache_dir, dtype):
     """``Emitter.after`` only orders work: x comes back unchanged (NaN and -0.0 included),
     whatever the dependency's dtype or values."""
     import iree.runtime as rt
-    from aotexec.lowering.emitter import Emitter, Value, tensor_type
+    from aotexec.emitter import Emitter, Value, tensor_type
     b = Emitter()
     x = Value("%arg0", (5,), np.dtype(dtype))
     dep = Value("%arg1", (2, 2), np.dtype("float32" if dtype == "int32" else "int32"))

@@ -43,7 +43,6 @@ def _replay_values(full, plan) -> None:
     """Run the plan in program order on value ids: every read must find, in the bytes its
     entry was given, the value that entry holds (an in-place write must not clobber a value
     still to be read; an entry sharing storage as the same value keeps its input's id)."""
-    from aotexec.passes.plan_memory import IDENTITY_OUTPUTS
     g = full.graph
     value: dict[int, int] = {}                 # entry -> the value it holds
     held: dict[int, int] = {}                  # group root -> the value its bytes hold now
@@ -58,7 +57,7 @@ def _replay_values(full, plan) -> None:
         for k in range(n.num_outputs):
             eid = g.row_ptr[i] + k
             src = g.eid(n.inputs[0]) if n.inputs else None
-            value[eid] = value.get(src, src) if k in IDENTITY_OUTPUTS.get(n.op.name, ()) else eid
+            value[eid] = value.get(src, src) if k in n.op.identity_outputs else eid
             if eid in group:
                 held[group[eid]] = value[eid]
 

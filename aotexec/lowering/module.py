@@ -1,150 +1,158 @@
 """Graph -> StableHLO module: one ``func.func`` per entry point.
 
-Reads: the IndexedGraph, its Typing (shapes and dtypes of every entry) and each
-op's ``lower`` rule.  Produces MLIR text; ``compiler.verify_mlir`` checks it
-before IREE compiles it, and every op carries ``loc("<node name>")``.
+Reads: the IndexedGraph, its Typing (shapes and dtypes of every entry), the layout pass's
+channels-last assignment and each op's ``lower`` rule (``lowering.node``).  Produces MLIR
+text; ``compiler.verify_mlir`` checks it before IREE compiles it, and every op carries
+``loc("<node name>")``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ..base import AotexecError
+from ..emitter import Emitter, Value
 from ..graph import Entry, Node
-from ..ops.registry import draws_random
-from ..passes.gradient import SHAPE_ONLY
+from ..ops.nhwc import TO_NCHW
+from ..ops.registry import draws_random, reads_value
+from ..passes import layout
 from ..passes.infer import Typing
 from ..signature import RESIDENT_SCOPE
-from . import layout
-from .emitter import Emitter, Value
+from .monitor import monitor_input_name, monitor_output_names, trace_inputs, trace_outputs
+from .node import LowerCtx, lower_channels_last, lower_node
 
-# inputs read only for their shape (never referenced in the emitted code)
+__all__ = ["LowerCtx", "lower_function", "lower_node", "module_text", "monitor_input_name",
+           "monitor_output_names", "uses_rng"]
 
-
-@dataclass
-class LowerCtx:
-    """What a lowering rule may read besides its params and input values."""
-    b: Emitter
-    node: Node
-    in_shapes: list[tuple[int, ...]]
-    out_shapes: list[tuple[int, ...]]
-    out_dtypes: list[np.dtype]
-    is_train: bool = False
-    fwd_in_shapes: list[tuple[int, ...]] = field(default_factory=list)    # backward nodes only
-    fwd_in_dtypes: list[np.dtype] = field(default_factory=list)
-    fwd_out_shapes: list[tuple[int, ...]] = field(default_factory=list)
-    rng_state: Value | None = None     # tensor<2xui64> (seed, call counter); random ops in training
-    node_index: int = 0                # position in the graph: distinct random streams per node
-    extra: dict[str, Any] = field(default_factory=dict)
-    unused: frozenset[int] = frozenset()   # outputs nothing in the entry point reads
-
-    def wants(self, k: int) -> bool:
-        """Whether output ``k`` is read: a rule may skip computing the others (IREE would drop
-        them too, but a skipped value cannot keep a shared intermediate alive)."""
-        return k not in self.unused
+Key = tuple[int, int]            # (id(node), output index): an entry
 
 
-def lower_node(b: Emitter, node: Node, inputs: list[Value], typing: Typing, is_train: bool,
-               rng_state: Value | None = None, params: Any = None,
-               out_shapes: list[tuple[int, ...]] | None = None, unused: frozenset[int] = frozenset()
-               ) -> list[Value | None]:
-    """``params`` / ``out_shapes`` override the node's (channels-last lowering: physical shapes)."""
-    g = typing.graph
-    nid = g.nid(node)
-    out_shapes = out_shapes or [typing.shapes[i] for i in range(g.row_ptr[nid], g.row_ptr[nid + 1])]
-    out_dtypes = [typing.dtypes[i] for i in range(g.row_ptr[nid], g.row_ptr[nid + 1])]
-    if node.op.lower is None:
-        raise AotexecError(f"Operator {node.op.name} has no StableHLO lowering yet (node '{node.name}'); "
-                           f"it cannot be compiled.\n  {node.format()}")
-    b.loc = node.name
-    ctx = LowerCtx(b, node, [v.shape for v in inputs], out_shapes, out_dtypes, is_train,
-                   rng_state=rng_state, node_index=nid, unused=unused)
-    if node.op.forward_op is not None:
-        fwd = node.control_deps[0]
-        ctx.fwd_in_shapes = [tuple(typing.shape_of(e)) for e in fwd.inputs]
-        ctx.fwd_in_dtypes = [typing.dtype_of(e) for e in fwd.inputs]
-        ctx.fwd_out_shapes = [tuple(typing.node_shape(fwd, i)) for i in range(fwd.num_outputs)]
-        ctx.is_train = True
-    lower = node.op.remat_lower if node.mirror_of is not None and node.op.remat_lower else node.op.lower
-    try:
-        res = lower(ctx, node.params if params is None else params, *inputs)
-    except AotexecError:
-        raise
-    except Exception as e:  # a rule bug: name the node, not a deep stack
-        raise AotexecError(f"lowering {node.op.name} failed at node '{node.name}': {type(e).__name__}: {e}\n"
-                           f"  {node.format()}\n  input shapes {[v.shape for v in inputs]}") from e
-    res = list(res) if isinstance(res, (list, tuple)) else [res]
-    res += [None] * (len(out_shapes) - len(res))
-    for i, (v, s) in enumerate(zip(res, out_shapes)):
-        if v is None and node.op.forward_op is not None:
-            v = res[i] = _zeros(b, s, out_dtypes[i])
-        if v is not None and tuple(v.shape) != tuple(s):
-            raise AotexecError(f"lowering bug at node '{node.name}' ({node.op.name}): output {i} has shape "
-                               f"{v.shape}, inference says {s}")
-        if v is not None and v.dtype != out_dtypes[i]:
-            res[i] = b.convert(v, out_dtypes[i])
-    return res
+class FunctionBuilder:
+    """One ``func.func`` being emitted: its parameters (and resident globals), the values of
+    the entries computed so far, and the NCHW copies made of channels-last values."""
 
+    def __init__(self, name: str, typing: Typing, lay: layout.Layouts, reductions: str):
+        self.name, self.typing, self.lay = name, typing, lay
+        self.b = Emitter(reductions=reductions)
+        self.values: dict[Key, Value] = {}
+        self.nchw: dict[Key, Value] = {}
+        self.params: list[str] = []
+        self.globals: list[str] = []
 
-def _zeros(b: Emitter, shape, dtype) -> Value:
-    c = b.constant(0.0, (), dtype)
-    return b.broadcast_in_dim(c, shape, ()) if shape else c
+    def _value(self, name: str, e: Entry, shape) -> Value:
+        return Value(name, shape, np.dtype(self.typing.dtype_of(e)))
 
+    def bind_inputs(self, inputs: Sequence[Entry | Node], resident: Sequence[int]) -> None:
+        """Arguments ``%arg<i>`` (channels-last ones in their physical shape); a resident input
+        is loaded from its ``util.global`` parameter instead."""
+        b = self.b
+        for i, inp in enumerate(inputs):
+            e = Entry(inp) if isinstance(inp, Node) else inp
+            shape = layout.physical(self.typing.shape_of(e), self.lay.of(e.node, e.index))
+            if i in resident:
+                k = len(self.globals)
+                v = self._value(f"%argp{k}", e, shape)
+                self.globals.append(f'  util.global private @{self.name}_p{k} = '
+                                    f'#flow.parameter.named<"{RESIDENT_SCOPE}"::"p{k}"> : {v.type}')
+                b.prologue.append(f"{b.indent}{v.name} = util.global.load @{self.name}_p{k} : {v.type}")
+            else:
+                v = self._value(f"%arg{i}", e, shape)
+                self.params.append(f"%arg{i}: {v.type}")
+            self.values[(id(e.node), e.index)] = v
 
-def uses_rng(typing: Typing, outputs: Sequence[Entry], provided: Sequence[Entry | Node], is_train: bool) -> bool:
-    """Whether ``lower_function`` adds the trailing ``rng`` parameter."""
-    values = {(id(e.node), e.index) if isinstance(e, Entry) else (id(e), 0): None for e in provided}
-    needed = _needed_nodes(outputs, values)
-    return any(id(n) in needed and draws_random(n, is_train) for n in typing.graph.nodes)
+    def add_to_args(self, outputs: Sequence[Entry], add_to: Sequence[int], first: int) -> list[Value]:
+        """grad_req 'add': one argument per output in ``add_to``, the old value it is added to."""
+        old = []
+        for k, out_idx in enumerate(add_to):
+            e = outputs[out_idx]
+            v = self._value(f"%arg{first + k}", e, tuple(self.typing.shape_of(e)))
+            old.append(v)
+            self.params.append(f"{v.name}: {v.type}")
+        return old
 
+    def rng_arg(self) -> Value:
+        """The (seed, counter) state random ops draw from, after the other arguments."""
+        v = Value(f"%arg{len(self.params)}", (2,), np.dtype("uint64"))
+        self.params.append(f"{v.name}: {v.type}")
+        return v
 
-def monitor_input_name(node: Node, pos: int) -> str:
-    """MXNet's monitor name of a node input: ``fc1_data``, ``relu1_input0``, ``fc1_backward_input1``."""
-    if node.op.forward_op is not None or not node.op.listed_inputs:
-        return f"{node.name}_input{pos}"
-    return f"{node.name}_{node.input_names()[pos]}"
+    def as_nchw(self, key: Key, v: Value) -> Value:
+        """``v`` in the logical layout: one transposed copy per channels-last entry."""
+        if key not in self.lay.nhwc or v.name == "%unused":
+            return v
+        if key not in self.nchw:
+            self.nchw[key] = self.b.transpose(v, TO_NCHW)
+        return self.nchw[key]
 
+    def node_inputs(self, node: Node) -> list[Value]:
+        """The values ``node`` reads; an input read for its shape only is a placeholder."""
+        ins = []
+        for pos, e in enumerate(node.inputs):
+            v = self.values.get((id(e.node), e.index))
+            if v is None and not reads_value(node, pos):
+                v = self._value("%unused", e, tuple(self.typing.shape_of(e)))
+            if v is None:
+                raise AotexecError(f"entry point {self.name}: node '{node.name}' reads {e.name}, which is neither "
+                                   "an input of the entry point nor computed in it")
+            ins.append(v)
+        return ins
 
-def monitor_output_names(node: Node) -> list[str]:
-    if node.op.forward_op is not None:
-        return [f"{node.name}_{n}" for n in node.output_names()]
-    return [node.entry_name(i) for i in range(node.num_visible_outputs)]
+    def lower(self, node: Node, ins: list[Value], is_train: bool, rng: Value | None,
+              unused: frozenset[int]) -> list[Value | None]:
+        """By the channels-last variant the layout pass chose (inputs as stored), else by the
+        op's rule on NCHW inputs."""
+        variant = self.lay.variants.get(id(node))
+        if variant is not None:
+            return lower_channels_last(self.b, node, variant, ins, [self.lay.of(e.node, e.index) for e in node.inputs],
+                                       self.typing, is_train, rng, self.lay)
+        self.b.loc = node.name
+        ins = [self.as_nchw((id(e.node), e.index), v) for e, v in zip(node.inputs, ins)]
+        return lower_node(self.b, node, ins, self.typing, is_train, rng, unused=unused)
 
+    def store(self, node: Node, res: list[Value | None], early: dict[Key, int]) -> None:
+        """Record the node's outputs; one bound early to its output argument is read from there."""
+        for k, v in enumerate(res):
+            if v is not None:
+                i = early.get((id(node), k))
+                if i is not None:
+                    self.b.loc = node.name
+                    v = self.b.alias(v, f"%out{i}")
+                self.values[(id(node), k)] = v
 
-def _trace(b: Emitter, key: str, v: Value) -> None:
-    # IREE may run traces out of program order; the sequence prefix restores it (Program._trace)
-    seq = b.extra_count = getattr(b, "extra_count", 0) + 1
-    b.lines.append(f'{b.indent}flow.tensor.trace "{seq:06d}|{key}" = [{v.name} : {v.type}] loc("{b.loc}")')
+    def results(self, outputs: Sequence[Entry], physical_outputs: Sequence[int], add_to: Sequence[int],
+                old: list[Value]) -> list[Value]:
+        """The returned values: NCHW unless physical, plus the old value for grad_req 'add'."""
+        results = []
+        for i, e in enumerate(outputs):
+            v = self.values.get((id(e.node), e.index))
+            if v is None:
+                raise AotexecError(f"entry point {self.name}: output {e.name} was not computed")
+            if i not in physical_outputs:
+                self.b.loc = e.node.name
+                v = self.as_nchw((id(e.node), e.index), v)
+            if i in add_to:
+                self.b.loc = e.node.name
+                v = self.b.add(old[list(add_to).index(i)], v)
+            results.append(v)
+        return results
 
+    def output_params(self, results: list[Value], aliased: set[int]) -> None:
+        """Planned buffers: an output argument per result (a buffer view when bound early),
+        then the transient arena."""
+        self.params += [f"%out{i}: !hal.buffer_view" if i in aliased
+                        else f"%out{i}: {v.type} {{iree.abi.output = {i} : index}}" for i, v in enumerate(results)]
+        self.params.append("%transients: !hal.buffer {iree.abi.transients}")
 
-def lower_channels_last(b: Emitter, node: Node, rule: str, ins: list[Value], in_nhwc: list[bool],
-                        typing: Typing, is_train: bool, rng_state: Value | None, lay: layout.Layouts) -> list:
-    """``node`` lowered by its channels-last rule (``layout._decide`` chose it)."""
-    g = typing.graph
-    nid = g.nid(node)
-    logical = [typing.shapes[i] for i in range(g.row_ptr[nid], g.row_ptr[nid + 1])]
-    phys = [layout.physical(s, lay.of(node, k)) for k, s in enumerate(logical)]
-    p = node.params
-    b.loc = node.name
-    if rule == "conv":
-        return [layout.conv(b, p, ins[0], in_nhwc[0], ins[1], None if p.no_bias else ins[2], logical[0])]
-    if rule == "conv_grad":
-        return layout.conv_grad(b, p, ins[0], ins[1], in_nhwc[1], ins[2], logical[0])
-    if rule == "tiled_pool":
-        return [layout.tiled_pool(b, p, ins[0])] + [None] * (len(logical) - 1)
-    if rule == "tiled_pool_grad":
-        fwd = node.control_deps[0]
-        return [layout.tiled_pool_grad(b, p, ins[0], in_nhwc[0], ins[1] if p.pool_type == "max" else None,
-                                       typing.shape_of(fwd.inputs[0]))]
-    if rule == "global_pool":
-        return [layout.global_pool(b, p, ins[0])] + [None] * (len(logical) - 1)
-    if rule == "global_pool_grad":
-        fwd = node.control_deps[0]
-        return [layout.global_pool_grad(b, p, ins[0], typing.shape_of(fwd.inputs[0]))]
-    params = layout.axis3(p) if rule == "axis3" else None
-    return lower_node(b, node, ins, typing, is_train, rng_state, params=params, out_shapes=phys)
+    def text(self, results: list[Value]) -> str:
+        b, name = self.b, self.name
+        b.loc = name
+        b.lines.append(f'    "func.return"({", ".join(v.name for v in results)}) : '
+                       f'({", ".join(v.type for v in results)}) -> () loc("{name}")')
+        sig = ", ".join(self.params)
+        rtypes = ", ".join(v.type for v in results)
+        return "".join(g + "\n" for g in self.globals) + f"  func.func @{name}({sig}) -> ({rtypes}) {{\n" + \
+            "\n".join(b.body()) + "\n  }"
 
 
 def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], outputs: Sequence[Entry],
@@ -181,136 +189,74 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     packing, layout transposes) into the module's initializer, run once per parameter set
     instead of on every call (``Program.bind_parameters``, ``Executor._resident_module``).
     """
-    b = Emitter(reductions=reductions)
-    lay = layouts or layout.Layouts()
-    values: dict[tuple[int, int], Value] = {}
-    nchw: dict[tuple[int, int], Value] = {}          # NCHW copies of channels-last values
-
-    def as_nchw(key: tuple[int, int], v: Value) -> Value:
-        if key not in lay.nhwc or v.name == "%unused":
-            return v
-        if key not in nchw:
-            nchw[key] = b.transpose(v, layout.TO_NCHW)
-        return nchw[key]
-
-    params = []
-    arg_values = []
-    globals_ = []
-    for i, inp in enumerate(inputs):
-        e = Entry(inp) if isinstance(inp, Node) else inp
-        shape = layout.physical(typing.shape_of(e), lay.of(e.node, e.index))
-        if i in resident:
-            k = len(globals_)
-            v = Value(f"%argp{k}", shape, np.dtype(typing.dtype_of(e)))
-            globals_.append(f'  util.global private @{name}_p{k} = #flow.parameter.named<"{RESIDENT_SCOPE}"::"p{k}"> '
-                            f': {v.type}')
-            b.prologue.append(f"{b.indent}{v.name} = util.global.load @{name}_p{k} : {v.type}")
-        else:
-            v = Value(f"%arg{i}", shape, np.dtype(typing.dtype_of(e)))
-            params.append(f"%arg{i}: {v.type}")
-        values[(id(e.node), e.index)] = v
-    for k, out_idx in enumerate(add_to):
-        e = outputs[out_idx]
-        v = Value(f"%arg{len(inputs) + k}", tuple(typing.shape_of(e)), np.dtype(typing.dtype_of(e)))
-        arg_values.append(v)
-        params.append(f"{v.name}: {v.type}")
-    needed = _needed_nodes(outputs, values)
-    read = {(id(e.node), e.index) for e in outputs} | {
-        (id(e.node), e.index) for n in typing.graph.nodes if id(n) in needed for e in n.inputs}
-    early: dict[tuple[int, int], int] = {}
+    fb = FunctionBuilder(name, typing, layouts or layout.Layouts(), reductions)
+    fb.bind_inputs(inputs, resident)
+    old = fb.add_to_args(outputs, add_to, first=len(inputs))
+    needed = _needed_nodes(outputs, fb.values)
+    early = _early_aliases(outputs, alias_early, fb.values, add_to, physical_outputs, fb.lay) if output_args else {}
+    rng = fb.rng_arg() if any(id(n) in needed and draws_random(n, is_train) for n in typing.graph.nodes) else None
+    _lower_nodes(fb, outputs, needed, is_train, rng, monitor, early)
+    results = fb.results(outputs, physical_outputs, add_to, old)
     if output_args:
-        for i in alias_early:
-            e = outputs[i]
-            key = (id(e.node), e.index)
-            if (key not in early and key not in values and i not in add_to
-                    and (i in physical_outputs or key not in lay.nhwc)):
-                early[key] = i
+        fb.output_params(results, set(early.values()))
+    return fb.text(results)
+
+
+def _lower_nodes(fb: FunctionBuilder, outputs: Sequence[Entry], needed: set[int], is_train: bool,
+                 rng: Value | None, monitor: str | None, early: dict[Key, int]) -> None:
+    """Every needed node in execution order."""
+    graph = fb.typing.graph
+    read = {(id(e.node), e.index) for e in outputs} | {
+        (id(e.node), e.index) for n in graph.nodes if id(n) in needed for e in n.inputs}
     latest: Value | None = None        # the last value a node (not a recomputation) produced
-    rng_state = None
-    if any(id(n) in needed and draws_random(n, is_train) for n in typing.graph.nodes):
-        rng_state = Value(f"%arg{len(params)}", (2,), np.dtype("uint64"))
-        params.append(f"{rng_state.name}: {rng_state.type}")
-    for node in typing.graph.nodes:
+    for node in graph.nodes:
         if node.op is None or id(node) not in needed:
             continue
-        ins = []
-        for pos, e in enumerate(node.inputs):
-            v = values.get((id(e.node), e.index))
-            if v is None and (node.op.name, pos) in SHAPE_ONLY:
-                v = Value("%unused", tuple(typing.shape_of(e)), np.dtype(typing.dtype_of(e)))
-            if v is None:
-                raise AotexecError(f"entry point {name}: node '{node.name}' reads {e.name}, which is neither "
-                                   "an input of the entry point nor computed in it")
-            ins.append(v)
+        ins = fb.node_inputs(node)
         if monitor == "all":
-            b.loc = node.name
-            for pos, (e, v) in enumerate(zip(node.inputs, ins)):
-                if v.name == "%unused":
-                    continue
-                if e.node.is_variable:
-                    _trace(b, e.node.name, v)
-                _trace(b, monitor_input_name(node, pos), v)
+            trace_inputs(fb.b, node, ins)
         if node.mirror_of is not None and latest is not None:
-            # a recomputation waits for the backward pass to reach it (IREE would run it as
-            # soon as its saved inputs are ready, holding the result until its late reader)
-            k = next((k for k, v in enumerate(ins) if v.name != "%unused"), None)
-            if k is not None:
-                ins[k] = b.after(ins[k], latest)
-        rule = lay.rules.get(id(node))
-        if rule is not None:
-            res = lower_channels_last(b, node, rule, ins, [lay.of(e.node, e.index) for e in node.inputs],
-                                      typing, is_train, rng_state, lay)
-        else:
-            b.loc = node.name
-            ins = [as_nchw((id(e.node), e.index), v) for e, v in zip(node.inputs, ins)]
-            res = lower_node(b, node, ins, typing, is_train, rng_state,
-                             unused=frozenset() if monitor else  # a monitor sees every output
-                             frozenset(k for k in range(node.num_outputs) if (id(node), k) not in read))
+            _wait_for(fb.b, ins, latest)
+        unused = frozenset() if monitor else \
+            frozenset(k for k in range(node.num_outputs) if (id(node), k) not in read)   # a monitor sees every output
+        res = fb.lower(node, ins, is_train, rng, unused)
         if monitor:
-            # one dispatch per node, like MXNet without op bulking; tracing a value that is
-            # fused into its consumer miscompiles in IREE 3.13 (workgroup distribution error)
-            b.loc = node.name
-            res = [None if v is None else b.op("stablehlo.optimization_barrier", [v], v.shape, v.dtype)
-                   for v in res]
-            for k, key in enumerate(monitor_output_names(node)):
-                if res[k] is not None:
-                    _trace(b, key, res[k])
+            res = trace_outputs(fb.b, node, res)
         if node.mirror_of is None and res and res[0] is not None:
             latest = res[0]
-        for k, v in enumerate(res):
-            if v is not None:
-                i = early.get((id(node), k))
-                if i is not None:
-                    b.loc = node.name
-                    v = b.alias(v, f"%out{i}")
-                values[(id(node), k)] = v
-    results = []
-    for i, e in enumerate(outputs):
-        v = values.get((id(e.node), e.index))
-        if v is None:
-            raise AotexecError(f"entry point {name}: output {e.name} was not computed")
-        if i not in physical_outputs:
-            b.loc = e.node.name
-            v = as_nchw((id(e.node), e.index), v)
-        if i in add_to:
-            b.loc = e.node.name
-            v = b.add(arg_values[list(add_to).index(i)], v)
-        results.append(v)
-    if output_args:
-        aliased = set(early.values())
-        params += [f"%out{i}: !hal.buffer_view" if i in aliased else f"%out{i}: {v.type} {{iree.abi.output = {i} : index}}"
-                   for i, v in enumerate(results)]
-        params.append("%transients: !hal.buffer {iree.abi.transients}")
-    b.loc = name
-    b.lines.append(f'    "func.return"({", ".join(v.name for v in results)}) : '
-                   f'({", ".join(v.type for v in results)}) -> () loc("{name}")')
-    sig = ", ".join(params)
-    rtypes = ", ".join(v.type for v in results)
-    return "".join(g + "\n" for g in globals_) + f"  func.func @{name}({sig}) -> ({rtypes}) {{\n" + \
-        "\n".join(b.body()) + "\n  }"
+        fb.store(node, res, early)
 
 
-def _needed_nodes(outputs: Sequence[Entry], provided: dict[tuple[int, int], Value]) -> set[int]:
+def _wait_for(b: Emitter, ins: list[Value], latest: Value) -> None:
+    """A recomputation waits for the backward pass to reach it (IREE would run it as soon as
+    its saved inputs are ready, holding the result until its late reader)."""
+    k = next((k for k, v in enumerate(ins) if v.name != "%unused"), None)
+    if k is not None:
+        ins[k] = b.after(ins[k], latest)
+
+
+def _early_aliases(outputs: Sequence[Entry], alias_early: Sequence[int], inputs: dict[Key, Value],
+                   add_to: Sequence[int], physical_outputs: Sequence[int], lay: layout.Layouts) -> dict[Key, int]:
+    """Entry -> the output argument it is bound to where computed (``alias_early``): not an
+    input, not added to, and stored as returned."""
+    early: dict[Key, int] = {}
+    for i in alias_early:
+        e = outputs[i]
+        key = (id(e.node), e.index)
+        if (key not in early and key not in inputs and i not in add_to
+                and (i in physical_outputs or key not in lay.nhwc)):
+            early[key] = i
+    return early
+
+
+def uses_rng(typing: Typing, outputs: Sequence[Entry], provided: Sequence[Entry | Node], is_train: bool) -> bool:
+    """Whether ``lower_function`` adds the trailing ``rng`` parameter."""
+    values = {(id(e.node), e.index) if isinstance(e, Entry) else (id(e), 0): None for e in provided}
+    needed = _needed_nodes(outputs, values)
+    return any(id(n) in needed and draws_random(n, is_train) for n in typing.graph.nodes)
+
+
+def _needed_nodes(outputs: Sequence[Entry], provided: dict[Key, Value]) -> set[int]:
     """Nodes that must be computed: walk back from the outputs, stopping at provided entries."""
     need: set[int] = set()
     stack = [e for e in outputs]
@@ -320,7 +266,7 @@ def _needed_nodes(outputs: Sequence[Entry], provided: dict[tuple[int, int], Valu
             continue
         need.add(id(e.node))
         for pos, i in enumerate(e.node.inputs):
-            if e.node.op is not None and (e.node.op.name, pos) in SHAPE_ONLY:
+            if not reads_value(e.node, pos):
                 continue
             stack.append(i)
     return need

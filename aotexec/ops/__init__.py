@@ -1,3 +1,4 @@
-"""Operator definitions; importing this package registers every op."""
-from . import elemwise, index, loss, nn, reduce, shape, autograd  # noqa: F401  (registration side effects)
+"""Operator definitions; importing this package registers every op (one module per family)."""
+from . import (activation, autograd, broadcast, conv, dense, elemwise, index, join_split, loss,  # noqa: F401
+               norm, pool, reduce, reshape)
 from .registry import CONSTRUCTORS, OPS, OpDef, get_op  # noqa: F401

@@ -2,14 +2,29 @@
 
 MXNet 1.9.1 src/operator/tensor/dot.cc, indexing_op.cc, broadcast_reduce_op_index.cc.
 Index inputs are float ids by default (MXNet convention) and get no gradient.
+Each op's parameters, shape rule, lowering and gradient stand together.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from .registry import define
-from .rules import dtype_of_first, fixed_dtype, forward, known, norm_axis, same_dtype
+from ..emitter import scatter_add_rows
+from .registry import define, differentiable, lowers
+from .rules import dtype_of_first, fixed_dtype, forward, known, norm_axis, prod, same_dtype
+
+
+def _reverse_axes(b, x):
+    return b.transpose(x, list(reversed(range(x.ndim))))
+
+
+def _int_index(b, idx, n: int, mode: str):
+    """Float ids -> in-range int32 (C cast truncates like MXNet; 'wrap' is a python-style mod)."""
+    i = b.convert(idx, "int32")
+    if mode == "wrap":
+        r = b.rem(i, n)
+        return b.select(b.compare(r, 0, "LT"), b.add(r, n), r)
+    return b.clamp(0, i, n - 1)  # 'clip'; 'raise' cannot raise inside a compiled program
 
 
 @dataclass(frozen=True)
@@ -29,7 +44,29 @@ def _dot_shape(p: DotParam, a, b):
     return out or (1,)
 
 
-define("dot", params=DotParam, inputs=["lhs", "rhs"], infer_shape=_dot_shape, infer_type=same_dtype)
+dot = define("dot", params=DotParam, inputs=["lhs", "rhs"], infer_shape=_dot_shape, infer_type=same_dtype,
+             matmul_like=True)
+
+
+@lowers(dot)
+def _dot_lower(ctx, p: DotParam, a, c):
+    # MXNet's transpose of an N-D operand reverses all its axes; then last of a . first of c
+    b = ctx.b
+    a = _reverse_axes(b, a) if p.transpose_a else a
+    c = _reverse_axes(b, c) if p.transpose_b else c
+    return b.reshape(b.dot_general(a, c, contract=([a.ndim - 1], [0])), ctx.out_shapes[0])
+
+
+@differentiable(dot, ("ograd0", "in0", "in1"))
+def _dot_grad(ctx, p: DotParam, g, a, c):
+    b = ctx.b
+    A = _reverse_axes(b, a) if p.transpose_a else a
+    C = _reverse_axes(b, c) if p.transpose_b else c
+    g = b.reshape(g, A.shape[:-1] + C.shape[1:])
+    na, nc = A.ndim - 1, C.ndim - 1                   # free dims of A (leading), of C (trailing)
+    dA = b.dot_general(g, C, contract=(list(range(na, na + nc)), list(range(1, C.ndim))))
+    dC = b.dot_general(A, g, contract=(list(range(na)), list(range(na))))
+    return [_reverse_axes(b, dA) if p.transpose_a else dA, _reverse_axes(b, dC) if p.transpose_b else dC]
 
 
 @forward
@@ -43,7 +80,24 @@ def _batch_dot_shape(p: DotParam, a, b):
     return (a[0], m, n)
 
 
-define("batch_dot", params=DotParam, inputs=["lhs", "rhs"], infer_shape=_batch_dot_shape, infer_type=same_dtype)
+batch_dot = define("batch_dot", params=DotParam, inputs=["lhs", "rhs"], infer_shape=_batch_dot_shape,
+                   infer_type=same_dtype, matmul_like=True)
+
+
+@lowers(batch_dot)
+def _batch_dot_lower(ctx, p: DotParam, a, c):
+    contract = ([1 if p.transpose_a else 2], [2 if p.transpose_b else 1])
+    return ctx.b.dot_general(a, c, contract=contract, batch=([0], [0]))  # free dims: (m, n)
+
+
+@differentiable(batch_dot, ("ograd0", "in0", "in1"))
+def _batch_dot_grad(ctx, p: DotParam, g, a, c):
+    # canonical a: (B, M, K), c: (B, K, N), g: (B, M, N)
+    b = ctx.b
+    da = b.dot_general(g, c, contract=([2], [1 if p.transpose_b else 2]), batch=([0], [0]))   # (B, M, K)
+    dc = b.dot_general(a, g, contract=([2 if p.transpose_a else 1], [1]), batch=([0], [0]))   # (B, K, N)
+    return [b.transpose(da, [0, 2, 1]) if p.transpose_a else da,
+            b.transpose(dc, [0, 2, 1]) if p.transpose_b else dc]
 
 
 @dataclass(frozen=True)
@@ -58,8 +112,38 @@ def _take_shape(p: TakeParam, a, idx):
     return tuple(a[:ax]) + tuple(idx) + tuple(a[ax + 1:])
 
 
-define("take", params=TakeParam, inputs=["a", "indices"], no_grad_inputs=("indices",),
-       infer_shape=_take_shape, infer_type=dtype_of_first)
+take = define("take", params=TakeParam, inputs=["a", "indices"], no_grad_inputs=("indices",),
+              infer_shape=_take_shape, infer_type=dtype_of_first)
+
+
+@lowers(take)
+def _take_lower(ctx, p: TakeParam, a, idx):
+    ax = norm_axis(p.axis, a.ndim)
+    return ctx.b.gather_rows(a, _int_index(ctx.b, idx, a.shape[ax], p.mode), ax)
+
+
+@differentiable(take, ("ograd0", "in1"))
+def _take_grad(ctx, p: TakeParam, g, idx):
+    """Scatter-add the rows' gradients back to the (clipped / wrapped) ids; indices get none."""
+    shape = ctx.fwd_in_shapes[0]
+    ax = norm_axis(p.axis, len(shape))
+    i = _int_index(ctx.b, idx, shape[ax], p.mode)
+    return [scatter_add_rows(ctx.b, shape, i, g, ax), None]
+
+
+def _pick_along(b, x, idx, ax: int):
+    """x[..., idx[...], ...] along ``ax`` (idx shaped like x without ``ax``): mask + sum."""
+    keep = [i for i in range(x.ndim) if i != ax]
+    hit = b.compare(b.iota(x.shape, ax, "int32"), b.broadcast_in_dim(idx, x.shape, keep), "EQ")
+    return b.reduce(b.select(hit, x, b.full_like(x, 0.0)), [ax])
+
+
+def _unpick(b, g, idx, shape, ax: int):
+    """Zeros of ``shape`` holding g at the picked positions (idx: int32 shaped like shape without ``ax``)."""
+    keep = [i for i in range(len(shape)) if i != ax]
+    hit = b.compare(b.iota(shape, ax, "int32"), b.broadcast_in_dim(idx, shape, keep), "EQ")
+    gb = b.broadcast_in_dim(g, shape, keep)
+    return b.select(hit, gb, b.full_like(gb, 0.0))
 
 
 @dataclass(frozen=True)
@@ -82,8 +166,57 @@ def _pick_shape(p: PickParam, ins, outs):
     return [data, ins[1] if ins[1] is not None else idx], [out]
 
 
-define("pick", params=PickParam, inputs=["data", "index"], no_grad_inputs=("index",),
-       infer_shape=_pick_shape, infer_type=dtype_of_first)
+pick = define("pick", params=PickParam, inputs=["data", "index"], no_grad_inputs=("index",),
+              infer_shape=_pick_shape, infer_type=dtype_of_first)
+
+
+@lowers(pick)
+def _pick_lower(ctx, p: PickParam, x, idx):
+    b = ctx.b
+    if p.axis is None:  # pick from the flattened input
+        x, ax = b.reshape(x, (prod(x.shape),)), 0
+    else:
+        ax = norm_axis(p.axis, x.ndim)
+    idx = b.reshape(idx, tuple(d for i, d in enumerate(x.shape) if i != ax))
+    return b.reshape(_pick_along(b, x, _int_index(b, idx, x.shape[ax], p.mode), ax), ctx.out_shapes[0])
+
+
+@differentiable(pick, ("ograd0", "in1"))
+def _pick_grad(ctx, p: PickParam, g, idx):
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    flat = (prod(shape),) if p.axis is None else tuple(shape)
+    ax = 0 if p.axis is None else norm_axis(p.axis, len(shape))
+    rest = tuple(d for i, d in enumerate(flat) if i != ax)
+    i = _int_index(b, b.reshape(idx, rest), flat[ax], p.mode)
+    return [b.reshape(_unpick(b, b.reshape(g, rest), i, flat, ax), shape), None]
+
+
+@forward
+def _batch_take_shape(p, a, idx):
+    return tuple(idx)
+
+
+batch_take = define("batch_take", inputs=["a", "indices"], no_grad_inputs=("indices",),
+                    infer_shape=_batch_take_shape, infer_type=dtype_of_first)
+
+
+@lowers(batch_take)
+def _batch_take_lower(ctx, p, a, idx):
+    # out[i] = a.flat[i * M + clip(idx[i])], M = a.size / idx.size
+    b = ctx.b
+    n = int(prod(idx.shape))
+    a = b.reshape(a, (n, int(prod(a.shape)) // n))
+    i = _int_index(b, b.reshape(idx, (n,)), a.shape[1], "clip")
+    return b.reshape(_pick_along(b, a, i, 1), ctx.out_shapes[0])
+
+
+@differentiable(batch_take, ("ograd0", "in1"))
+def _batch_take_grad(ctx, p, g, idx):
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    n = int(prod(idx.shape))
+    m = int(prod(shape)) // n
+    i = _int_index(b, b.reshape(idx, (n,)), m, "clip")
+    return [b.reshape(_unpick(b, b.reshape(g, (n,)), i, (n, m), 1), shape), None]
 
 
 @dataclass(frozen=True)
@@ -99,87 +232,11 @@ def _one_hot_shape(p: OneHotParam, idx):
     return tuple(idx) + (p.depth,)
 
 
-define("one_hot", params=OneHotParam, inputs=["indices"], no_grad_inputs=("indices",),
-       infer_shape=_one_hot_shape, infer_type=fixed_dtype(lambda p: p.dtype))
+one_hot = define("one_hot", params=OneHotParam, inputs=["indices"], no_grad_inputs=("indices",),
+                 infer_shape=_one_hot_shape, infer_type=fixed_dtype(lambda p: p.dtype), zero_grad=True)
 
 
-@forward
-def _batch_take_shape(p, a, idx):
-    return tuple(idx)
-
-
-define("batch_take", inputs=["a", "indices"], no_grad_inputs=("indices",),
-       infer_shape=_batch_take_shape, infer_type=dtype_of_first)
-
-
-# ---------------------------------------------------------------- lowering rules
-from .registry import OPS, lowers  # noqa: E402
-from .rules import prod  # noqa: E402
-
-
-def _reverse_axes(b, x):
-    return b.transpose(x, list(reversed(range(x.ndim))))
-
-
-@lowers(OPS["dot"])
-def _dot_lower(ctx, p: DotParam, a, c):
-    # MXNet's transpose of an N-D operand reverses all its axes; then last of a . first of c
-    b = ctx.b
-    a = _reverse_axes(b, a) if p.transpose_a else a
-    c = _reverse_axes(b, c) if p.transpose_b else c
-    return b.reshape(b.dot_general(a, c, contract=([a.ndim - 1], [0])), ctx.out_shapes[0])
-
-
-@lowers(OPS["batch_dot"])
-def _batch_dot_lower(ctx, p: DotParam, a, c):
-    contract = ([1 if p.transpose_a else 2], [2 if p.transpose_b else 1])
-    return ctx.b.dot_general(a, c, contract=contract, batch=([0], [0]))  # free dims: (m, n)
-
-
-def _int_index(b, idx, n: int, mode: str):
-    """Float ids -> in-range int32 (C cast truncates like MXNet; 'wrap' is a python-style mod)."""
-    i = b.convert(idx, "int32")
-    if mode == "wrap":
-        r = b.rem(i, n)
-        return b.select(b.compare(r, 0, "LT"), b.add(r, n), r)
-    return b.clamp(0, i, n - 1)  # 'clip'; 'raise' cannot raise inside a compiled program
-
-
-@lowers(OPS["take"])
-def _take_lower(ctx, p: TakeParam, a, idx):
-    ax = norm_axis(p.axis, a.ndim)
-    return ctx.b.gather_rows(a, _int_index(ctx.b, idx, a.shape[ax], p.mode), ax)
-
-
-def _pick_along(b, x, idx, ax: int):
-    """x[..., idx[...], ...] along ``ax`` (idx shaped like x without ``ax``): mask + sum."""
-    keep = [i for i in range(x.ndim) if i != ax]
-    hit = b.compare(b.iota(x.shape, ax, "int32"), b.broadcast_in_dim(idx, x.shape, keep), "EQ")
-    return b.reduce(b.select(hit, x, b.full_like(x, 0.0)), [ax])
-
-
-@lowers(OPS["pick"])
-def _pick_lower(ctx, p: PickParam, x, idx):
-    b = ctx.b
-    if p.axis is None:  # pick from the flattened input
-        x, ax = b.reshape(x, (prod(x.shape),)), 0
-    else:
-        ax = norm_axis(p.axis, x.ndim)
-    idx = b.reshape(idx, tuple(d for i, d in enumerate(x.shape) if i != ax))
-    return b.reshape(_pick_along(b, x, _int_index(b, idx, x.shape[ax], p.mode), ax), ctx.out_shapes[0])
-
-
-@lowers(OPS["batch_take"])
-def _batch_take_lower(ctx, p, a, idx):
-    # out[i] = a.flat[i * M + clip(idx[i])], M = a.size / idx.size
-    b = ctx.b
-    n = int(prod(idx.shape))
-    a = b.reshape(a, (n, int(prod(a.shape)) // n))
-    i = _int_index(b, b.reshape(idx, (n,)), a.shape[1], "clip")
-    return b.reshape(_pick_along(b, a, i, 1), ctx.out_shapes[0])
-
-
-@lowers(OPS["one_hot"])
+@lowers(one_hot)
 def _one_hot_lower(ctx, p: OneHotParam, idx):
     b = ctx.b
     shape, dtype = ctx.out_shapes[0], ctx.out_dtypes[0]
@@ -189,68 +246,4 @@ def _one_hot_lower(ctx, p: OneHotParam, idx):
     return b.select(hit, on, off)
 
 
-
-# ---------------------------------------------------------------- gradient rules
-from ..lowering.emitter import scatter_add_rows  # noqa: E402
-from .registry import differentiable  # noqa: E402
-
-
-@differentiable(OPS["dot"], ("ograd0", "in0", "in1"))
-def _dot_grad(ctx, p: DotParam, g, a, c):
-    b = ctx.b
-    A = _reverse_axes(b, a) if p.transpose_a else a
-    C = _reverse_axes(b, c) if p.transpose_b else c
-    g = b.reshape(g, A.shape[:-1] + C.shape[1:])
-    na, nc = A.ndim - 1, C.ndim - 1                   # free dims of A (leading), of C (trailing)
-    dA = b.dot_general(g, C, contract=(list(range(na, na + nc)), list(range(1, C.ndim))))
-    dC = b.dot_general(A, g, contract=(list(range(na)), list(range(na))))
-    return [_reverse_axes(b, dA) if p.transpose_a else dA, _reverse_axes(b, dC) if p.transpose_b else dC]
-
-
-@differentiable(OPS["batch_dot"], ("ograd0", "in0", "in1"))
-def _batch_dot_grad(ctx, p: DotParam, g, a, c):
-    # canonical a: (B, M, K), c: (B, K, N), g: (B, M, N)
-    b = ctx.b
-    da = b.dot_general(g, c, contract=([2], [1 if p.transpose_b else 2]), batch=([0], [0]))   # (B, M, K)
-    dc = b.dot_general(a, g, contract=([2 if p.transpose_a else 1], [1]), batch=([0], [0]))   # (B, K, N)
-    return [b.transpose(da, [0, 2, 1]) if p.transpose_a else da,
-            b.transpose(dc, [0, 2, 1]) if p.transpose_b else dc]
-
-
-@differentiable(OPS["take"], ("ograd0", "in1"))
-def _take_grad(ctx, p: TakeParam, g, idx):
-    """Scatter-add the rows' gradients back to the (clipped / wrapped) ids; indices get none."""
-    shape = ctx.fwd_in_shapes[0]
-    ax = norm_axis(p.axis, len(shape))
-    i = _int_index(ctx.b, idx, shape[ax], p.mode)
-    return [scatter_add_rows(ctx.b, shape, i, g, ax), None]
-
-
-def _unpick(b, g, idx, shape, ax: int):
-    """Zeros of ``shape`` holding g at the picked positions (idx: int32 shaped like shape without ``ax``)."""
-    keep = [i for i in range(len(shape)) if i != ax]
-    hit = b.compare(b.iota(shape, ax, "int32"), b.broadcast_in_dim(idx, shape, keep), "EQ")
-    gb = b.broadcast_in_dim(g, shape, keep)
-    return b.select(hit, gb, b.full_like(gb, 0.0))
-
-
-@differentiable(OPS["pick"], ("ograd0", "in1"))
-def _pick_grad(ctx, p: PickParam, g, idx):
-    b, shape = ctx.b, ctx.fwd_in_shapes[0]
-    flat = (prod(shape),) if p.axis is None else tuple(shape)
-    ax = 0 if p.axis is None else norm_axis(p.axis, len(shape))
-    rest = tuple(d for i, d in enumerate(flat) if i != ax)
-    i = _int_index(b, b.reshape(idx, rest), flat[ax], p.mode)
-    return [b.reshape(_unpick(b, b.reshape(g, rest), i, flat, ax), shape), None]
-
-
-@differentiable(OPS["batch_take"], ("ograd0", "in1"))
-def _batch_take_grad(ctx, p, g, idx):
-    b, shape = ctx.b, ctx.fwd_in_shapes[0]
-    n = int(prod(idx.shape))
-    m = int(prod(shape)) // n
-    i = _int_index(b, b.reshape(idx, (n,)), m, "clip")
-    return [b.reshape(_unpick(b, b.reshape(g, (n,)), i, (n, m), 1), shape), None]
-
-
-differentiable(OPS["one_hot"], ())(lambda ctx, p: [None])
+differentiable(one_hot, ())(lambda ctx, p: [None])

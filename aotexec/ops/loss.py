@@ -3,6 +3,7 @@ SoftmaxOutput, Linear/Logistic/MAE RegressionOutput, MakeLoss.
 
 Mirrors MXNet 1.9.1 src/operator/softmax_output.cc, regression_output.cc,
 make_loss.cc, nn/softmax.cc.  Loss heads (``is_loss``) need no head gradient.
+Each op's parameters, shape rule, lowering and gradient stand together.
 """
 from __future__ import annotations
 
@@ -10,8 +11,42 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from .registry import OPS, define
+from ..base import AotexecError
+from .registry import OpDef, define, differentiable, lowers
 from .rules import dtype_of_first, known, merge, prod, same_dtype, same_shape
+
+
+# --- softmax family ---
+def softmax_values(b, x, axis: int, temperature: float | None = None, log: bool = False):
+    """Numerically stable (log-)softmax along ``axis``."""
+    axis = axis % x.ndim
+    if temperature is not None and temperature != 1.0:
+        x = b.div(x, temperature)
+    keep = [i for i in range(x.ndim) if i != axis]
+    m = b.broadcast_in_dim(b.reduce(x, [axis], "max"), x.shape, keep)
+    z = b.sub(x, m)
+    e = b.exp(z)
+    s = b.broadcast_in_dim(b.reduce(e, [axis], "add"), x.shape, keep)
+    return b.sub(z, b.log(s)) if log else b.div(e, s)
+
+
+def _softmax_grad_values(b, g, y, axis: int, log: bool):
+    """softmax: y (g - sum(g y)); log_softmax: g - exp(y) sum(g), along ``axis``."""
+    keep = [i for i in range(y.ndim) if i != axis]
+    if log:
+        s = b.broadcast_in_dim(b.reduce(g, [axis], "add"), y.shape, keep)
+        return b.sub(g, b.mul(b.exp(y), s))
+    s = b.broadcast_in_dim(b.reduce(b.mul(g, y), [axis], "add"), y.shape, keep)
+    return b.mul(y, b.sub(g, s))
+
+
+def _softmax_op_grad(ctx, p: SoftmaxParam, g, y, log: bool):
+    # with use_length the positions past the length have y = 0, so y (g - sum(g y)) is 0 there
+    # and the sum runs over the valid positions only, as MXNet's masked rule; length gets none
+    d = _softmax_grad_values(ctx.b, g, y, p.axis % y.ndim, log)
+    if p.temperature is not None and p.temperature != 1.0:
+        d = ctx.b.div(d, p.temperature)
+    return [d]
 
 
 @dataclass(frozen=True)
@@ -39,9 +74,45 @@ def _softmax_inputs(p: SoftmaxParam) -> list[str]:
 
 
 softmax = define("softmax", params=SoftmaxParam, inputs=_softmax_inputs, infer_shape=_softmax_shape,
-                 infer_type=dtype_of_first)
+                 infer_type=dtype_of_first, inplace=True)
+
+
+@lowers(softmax)
+def _softmax_lower(ctx, p: SoftmaxParam, x, length=None):
+    if length is None:
+        return softmax_values(ctx.b, x, p.axis, p.temperature)
+    # MXNet's masked softmax: positions at or past ``length`` along the axis output 0
+    b = ctx.b
+    axis = p.axis % x.ndim
+    keep = [i for i in range(x.ndim) if i != axis]
+    pos = b.iota(x.shape, axis, "int32")
+    valid = b.compare(pos, b.broadcast_in_dim(b.convert(length, "int32"), x.shape, keep), "LT")
+    xm = b.select(valid, x, b.full_like(x, -math.inf))
+    y = softmax_values(b, xm, axis, p.temperature)
+    return b.select(valid, y, b.full_like(y, 0.0))      # a zero length gives 0, not 0/0
+
+
+@differentiable(softmax, ("ograd0", "out0"))
+def _softmax_grad(ctx, p: SoftmaxParam, g, y):
+    return _softmax_op_grad(ctx, p, g, y, log=False)
+
+
 # MXNet 1.9.1's log_softmax takes no length input even with use_length (and then fails)
-log_softmax = define("log_softmax", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype)
+log_softmax = define("log_softmax", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype,
+                     inplace=True)
+
+
+@lowers(log_softmax)
+def _log_softmax_lower(ctx, p: SoftmaxParam, x):
+    if p.use_length:
+        raise AotexecError(f"log_softmax with use_length=True takes no length input in MXNet 1.9.1 (which fails "
+                           f"on it too); use softmax(data, length, use_length=True) (node '{ctx.node.name}')")
+    return softmax_values(ctx.b, x, p.axis, p.temperature, log=True)
+
+
+@differentiable(log_softmax, ("ograd0", "out0"))
+def _log_softmax_grad(ctx, p: SoftmaxParam, g, y):
+    return _softmax_op_grad(ctx, p, g, y, log=True)
 
 
 @dataclass(frozen=True)
@@ -53,6 +124,26 @@ SoftmaxActivation = define("SoftmaxActivation", params=SoftmaxActivationParam,
                            infer_shape=same_shape, infer_type=same_dtype)
 
 
+@lowers(SoftmaxActivation)
+def _softmax_activation_lower(ctx, p: SoftmaxActivationParam, x):
+    if p.mode == "channel":
+        return softmax_values(ctx.b, x, 1)
+    b = ctx.b
+    flat = b.reshape(x, (x.shape[0], prod(x.shape[1:])))
+    return b.reshape(softmax_values(b, flat, 1), x.shape)
+
+
+@differentiable(SoftmaxActivation, ("ograd0", "out0"))
+def _softmax_activation_grad(ctx, p: SoftmaxActivationParam, g, y):
+    b = ctx.b
+    if p.mode == "channel":
+        return [_softmax_grad_values(b, g, y, 1, log=False)]
+    flat = (y.shape[0], prod(y.shape[1:]))
+    d = _softmax_grad_values(b, b.reshape(g, flat), b.reshape(y, flat), 1, log=False)
+    return [b.reshape(d, y.shape)]
+
+
+# --- loss heads ---
 @dataclass(frozen=True)
 class SoftmaxOutputParam:
     grad_scale: float = 1.0
@@ -82,91 +173,7 @@ def _softmax_output_shape(p: SoftmaxOutputParam, ins, outs):
 SoftmaxOutput = define(
     "SoftmaxOutput", "Softmax", params=SoftmaxOutputParam, inputs=["data", "label"],
     is_loss=True, no_grad_inputs=("label",),
-    infer_shape=_softmax_output_shape, infer_type=same_dtype)
-
-
-@dataclass(frozen=True)
-class RegressionOutputParam:
-    grad_scale: float = 1.0
-
-
-def _regression_shape(p, ins, outs):
-    data = merge(ins[0], outs[0])
-    label = ins[1]
-    if known(data) and label is None:
-        # MXNet allows a 1-D label for (N, 1) data and infers it so (regression_output-inl.h)
-        label = (data[0],) if len(data) == 2 and data[1] == 1 else data
-    elif label is not None and known(data) and prod(label) != prod(data):
-        raise ValueError(f"label shape {label} does not match data shape {data}")
-    return [data, label], [data]
-
-
-for _name in ("LinearRegressionOutput", "LogisticRegressionOutput", "MAERegressionOutput"):
-    define(_name, params=RegressionOutputParam, inputs=["data", "label"], is_loss=True,
-           no_grad_inputs=("label",), infer_shape=_regression_shape, infer_type=same_dtype)
-
-
-@dataclass(frozen=True)
-class MakeLossParam:
-    grad_scale: float = 1.0
-    valid_thresh: float = 0.0
-    normalization: Literal["null", "batch", "valid"] = "null"
-
-
-MakeLoss = define("MakeLoss", params=MakeLossParam, is_loss=True,
-                  infer_shape=same_shape, infer_type=same_dtype)
-# make_loss (lower case) is a distinct MXNet op: an identity whose gradient is ones.
-make_loss = define("make_loss", is_loss=True, infer_shape=same_shape, infer_type=same_dtype)
-
-
-# ---------------------------------------------------------------- lowering rules
-from .registry import lowers  # noqa: E402
-
-
-def softmax_values(b, x, axis: int, temperature: float | None = None, log: bool = False):
-    """Numerically stable (log-)softmax along ``axis``."""
-    axis = axis % x.ndim
-    if temperature is not None and temperature != 1.0:
-        x = b.div(x, temperature)
-    keep = [i for i in range(x.ndim) if i != axis]
-    m = b.broadcast_in_dim(b.reduce(x, [axis], "max"), x.shape, keep)
-    z = b.sub(x, m)
-    e = b.exp(z)
-    s = b.broadcast_in_dim(b.reduce(e, [axis], "add"), x.shape, keep)
-    return b.sub(z, b.log(s)) if log else b.div(e, s)
-
-
-@lowers(softmax)
-def _softmax_lower(ctx, p: SoftmaxParam, x, length=None):
-    if length is None:
-        return softmax_values(ctx.b, x, p.axis, p.temperature)
-    # MXNet's masked softmax: positions at or past ``length`` along the axis output 0
-    b = ctx.b
-    axis = p.axis % x.ndim
-    keep = [i for i in range(x.ndim) if i != axis]
-    pos = b.iota(x.shape, axis, "int32")
-    valid = b.compare(pos, b.broadcast_in_dim(b.convert(length, "int32"), x.shape, keep), "LT")
-    xm = b.select(valid, x, b.full_like(x, -math.inf))
-    y = softmax_values(b, xm, axis, p.temperature)
-    return b.select(valid, y, b.full_like(y, 0.0))      # a zero length gives 0, not 0/0
-
-
-@lowers(log_softmax)
-def _log_softmax_lower(ctx, p: SoftmaxParam, x):
-    if p.use_length:
-        from ..base import AotexecError
-        raise AotexecError(f"log_softmax with use_length=True takes no length input in MXNet 1.9.1 (which fails "
-                           f"on it too); use softmax(data, length, use_length=True) (node '{ctx.node.name}')")
-    return softmax_values(ctx.b, x, p.axis, p.temperature, log=True)
-
-
-@lowers(SoftmaxActivation)
-def _softmax_activation_lower(ctx, p: SoftmaxActivationParam, x):
-    if p.mode == "channel":
-        return softmax_values(ctx.b, x, 1)
-    b = ctx.b
-    flat = b.reshape(x, (x.shape[0], prod(x.shape[1:])))
-    return b.reshape(softmax_values(b, flat, 1), x.shape)
+    infer_shape=_softmax_output_shape, infer_type=same_dtype, inplace=True, mirror_kept=True)
 
 
 @lowers(SoftmaxOutput)
@@ -178,20 +185,6 @@ def _softmax_output_lower(ctx, p: SoftmaxOutputParam, x, label):
         return softmax_values(b, x, x.ndim - 1)
     flat = b.reshape(x, (x.shape[0], prod(x.shape[1:])))
     return b.reshape(softmax_values(b, flat, 1), x.shape)
-
-
-@lowers(OPS["LinearRegressionOutput"], OPS["MAERegressionOutput"], MakeLoss, make_loss)
-def _identity_loss_lower(ctx, p, x, label=None):
-    return x   # forward is the identity; the loss lives in the gradient
-
-
-@lowers(OPS["LogisticRegressionOutput"])
-def _logistic_regression_lower(ctx, p: RegressionOutputParam, x, label):
-    return ctx.b.logistic(x)
-
-
-# ---------------------------------------------------------------- gradient rules
-from .registry import differentiable  # noqa: E402
 
 
 @differentiable(SoftmaxOutput, lambda p: ["out0", "in1", "ograd0"] if p.out_grad else ["out0", "in1"])
@@ -231,47 +224,23 @@ def _softmax_output_grad(ctx, p: SoftmaxOutputParam, y, label, og=None):
     return [grad if og is None else b.mul(grad, og), None]
 
 
-# --- softmax family ---
-def _softmax_grad_values(b, g, y, axis: int, log: bool):
-    """softmax: y (g - sum(g y)); log_softmax: g - exp(y) sum(g), along ``axis``."""
-    keep = [i for i in range(y.ndim) if i != axis]
-    if log:
-        s = b.broadcast_in_dim(b.reduce(g, [axis], "add"), y.shape, keep)
-        return b.sub(g, b.mul(b.exp(y), s))
-    s = b.broadcast_in_dim(b.reduce(b.mul(g, y), [axis], "add"), y.shape, keep)
-    return b.mul(y, b.sub(g, s))
-
-
-def _softmax_op_grad(ctx, p: SoftmaxParam, g, y, log: bool):
-    # with use_length the positions past the length have y = 0, so y (g - sum(g y)) is 0 there
-    # and the sum runs over the valid positions only, as MXNet's masked rule; length gets none
-    d = _softmax_grad_values(ctx.b, g, y, p.axis % y.ndim, log)
-    if p.temperature is not None and p.temperature != 1.0:
-        d = ctx.b.div(d, p.temperature)
-    return [d]
-
-
-@differentiable(softmax, ("ograd0", "out0"))
-def _softmax_grad(ctx, p: SoftmaxParam, g, y):
-    return _softmax_op_grad(ctx, p, g, y, log=False)
-
-
-@differentiable(log_softmax, ("ograd0", "out0"))
-def _log_softmax_grad(ctx, p: SoftmaxParam, g, y):
-    return _softmax_op_grad(ctx, p, g, y, log=True)
-
-
-@differentiable(SoftmaxActivation, ("ograd0", "out0"))
-def _softmax_activation_grad(ctx, p: SoftmaxActivationParam, g, y):
-    b = ctx.b
-    if p.mode == "channel":
-        return [_softmax_grad_values(b, g, y, 1, log=False)]
-    flat = (y.shape[0], prod(y.shape[1:]))
-    d = _softmax_grad_values(b, b.reshape(g, flat), b.reshape(y, flat), 1, log=False)
-    return [b.reshape(d, y.shape)]
-
-
 # --- regression outputs: (out - label) (or its sign) * grad_scale / outputs per sample ---
+@dataclass(frozen=True)
+class RegressionOutputParam:
+    grad_scale: float = 1.0
+
+
+def _regression_shape(p, ins, outs):
+    data = merge(ins[0], outs[0])
+    label = ins[1]
+    if known(data) and label is None:
+        # MXNet allows a 1-D label for (N, 1) data and infers it so (regression_output-inl.h)
+        label = (data[0],) if len(data) == 2 and data[1] == 1 else data
+    elif label is not None and known(data) and prod(label) != prod(data):
+        raise ValueError(f"label shape {label} does not match data shape {data}")
+    return [data, label], [data]
+
+
 def _regression_grad(kind: str):
     def rule(ctx, p: RegressionOutputParam, y, label):
         """regression_output-inl.h: grad_scale / num_output with num_output = label.Size() / label.shape[0];
@@ -288,12 +257,42 @@ def _regression_grad(kind: str):
     return rule
 
 
-for _name, _kind in (("LinearRegressionOutput", "linear"), ("LogisticRegressionOutput", "logistic"),
-                     ("MAERegressionOutput", "mae")):
-    differentiable(OPS[_name], ("out0", "in1"))(_regression_grad(_kind))
+def _regression_output(name: str, kind: str, lower) -> OpDef:
+    op = define(name, params=RegressionOutputParam, inputs=["data", "label"], is_loss=True,
+                no_grad_inputs=("label",), infer_shape=_regression_shape, infer_type=same_dtype)
+    lowers(op)(lower)
+    differentiable(op, ("out0", "in1"))(_regression_grad(kind))
+    return op
+
+
+def _identity_loss_lower(ctx, p, x, label=None):
+    return x   # forward is the identity; the loss lives in the gradient
+
+
+def _logistic_regression_lower(ctx, p: RegressionOutputParam, x, label):
+    return ctx.b.logistic(x)
+
+
+LinearRegressionOutput = _regression_output("LinearRegressionOutput", "linear", _identity_loss_lower)
+LogisticRegressionOutput = _regression_output("LogisticRegressionOutput", "logistic", _logistic_regression_lower)
+MAERegressionOutput = _regression_output("MAERegressionOutput", "mae", _identity_loss_lower)
 
 
 # --- MakeLoss / make_loss: the gradient is a constant, the head gradient is ignored ---
+@dataclass(frozen=True)
+class MakeLossParam:
+    grad_scale: float = 1.0
+    valid_thresh: float = 0.0
+    normalization: Literal["null", "batch", "valid"] = "null"
+
+
+MakeLoss = define("MakeLoss", params=MakeLossParam, is_loss=True,
+                  infer_shape=same_shape, infer_type=same_dtype, inplace=True)
+# make_loss (lower case) is a distinct MXNet op: an identity whose gradient is ones.
+make_loss = define("make_loss", is_loss=True, infer_shape=same_shape, infer_type=same_dtype)
+lowers(MakeLoss, make_loss)(_identity_loss_lower)
+
+
 @differentiable(MakeLoss, lambda p: ["out0"] if p.normalization == "valid" else [])
 def _make_loss_grad(ctx, p: MakeLossParam, y=None):
     """grad_scale, divided by the batch size (normalization 'batch') or by the number of outputs

@@ -2,8 +2,10 @@
 
 An ``OpDef`` bundles what nnvm spreads over attributes: typed parameters,
 input/aux/output names, shape and dtype rules, and (filled by the same op
-module) the gradient and StableHLO lowering rules.  Passes read only the rule
-they need and report a missing one with the op's name.
+module) the gradient and StableHLO lowering rules, and the facts passes ask of
+an op (in-place memory, mirroring, training mode, channels-last layout).  Passes
+read only the attribute they need, never an op's name, and report a missing rule
+with the op's name.
 """
 from __future__ import annotations
 
@@ -59,6 +61,21 @@ class OpDef:
     # rather than recomputing them, and the rule computing the rest (``rematerializes``)
     remat_keeps: Callable[[Any], tuple[int, ...]] | None = None
     remat_lower: Callable | None = None
+    backward: "OpDef | None" = None        # the generated _backward_<op> (``differentiable``)
+    train_mode: bool = False               # computes differently in training (batch stats, random draws)
+    shape_only_inputs: tuple[int, ...] = ()   # inputs read for their shape only (``reads_value``)
+    # memory planning (passes.plan_memory): output 0 may overwrite input 0 once nothing else
+    # reads it (nnvm FInplaceOption {0, 0}); these outputs *are* input 0's bytes (FInplaceIdentity)
+    inplace: bool = False
+    identity_outputs: tuple[int, ...] = ()
+    # mirroring (passes.mirror): never recomputed by MXNet's policy (MXNET_BACKWARD_DO_MIRROR=1);
+    # a matrix product, whose output ``dots`` keeps (JAX's dots_saveable)
+    mirror_kept: bool = False
+    matmul_like: bool = False
+    # channels-last layout (passes.layout): elementwise over same-shape operands, so NHWC in,
+    # NHWC out; or a rule ``fn(ops.nhwc.LayoutQuery) -> ops.nhwc.ChannelsLast | None``
+    layout_agnostic: bool = False
+    channels_last: Callable | None = None
 
     def input_names(self, p: Any) -> list[str]:
         if self.variadic:
@@ -77,8 +94,6 @@ class OpDef:
 
 
 OPS: dict[str, OpDef] = {}
-# ops that compute differently in training (batch statistics, random masks/slopes)
-TRAIN_MODE_OPS = frozenset({"BatchNorm", "Dropout", "LeakyReLU"})
 
 
 def draws_random(node, is_train: bool) -> bool:
@@ -91,7 +106,15 @@ def draws_random(node, is_train: bool) -> bool:
 
 def train_mode_matters(nodes) -> bool:
     """Whether ``forward(is_train=True)`` needs its own build for these nodes."""
-    return any(n.op is not None and n.op.name in TRAIN_MODE_OPS for n in nodes)
+    return any(n.op is not None and n.op.train_mode for n in nodes)
+
+
+def reads_value(node, pos: int) -> bool:
+    """Whether ``node`` reads the value of its input ``pos`` (not only its shape: head-gradient
+    and zero helper nodes), so that value must be computed, kept or passed in for it."""
+    return node.op is None or pos not in node.op.shape_only_inputs
+
+
 # Python-level constructor names (MXNet's function names and aliases) -> (op, name hint)
 CONSTRUCTORS: dict[str, tuple[OpDef, str]] = {}
 
@@ -110,13 +133,6 @@ def register(op: OpDef, *aliases: str, hint: str | None = None) -> OpDef:
         OPS.setdefault(alias, op)
         CONSTRUCTORS[alias] = (op, alias.lower())
     return op
-
-
-def alias(name: str, op_name: str) -> None:
-    """Another Python constructor for an existing op (``stop_gradient`` -> BlockGrad)."""
-    op = OPS[op_name]
-    OPS.setdefault(name, op)
-    CONSTRUCTORS[name] = (op, name.lower())
 
 
 def get_op(name: str, node: str | None = None) -> OpDef:
@@ -148,19 +164,21 @@ def replace(op: OpDef, **changes: Any) -> OpDef:
     return dataclasses.replace(op, **changes)
 
 
-def differentiable(op: OpDef, reads: Sequence[str] | Callable[[Any], list[str]], aux_updates: int = 0):
+def differentiable(op: OpDef, reads: Sequence[str] | Callable[[Any], list[str]], aux_updates: int = 0,
+                   **backward: Any):
     """Declare ``op``'s gradient: what its backward node reads, and the rule computing it.
 
     The rule is ``fn(ctx, params, *read_values) -> list[Value | None]``; ``ctx.fwd_in_shapes``
-    gives the forward input shapes.  Registers ``_backward_<op>`` (MXNet's name).
+    gives the forward input shapes.  Registers ``_backward_<op>`` (MXNet's name) as
+    ``op.backward``; ``backward`` sets its other attributes (``inplace=True``...).
     """
     def deco(fn: Callable) -> Callable:
         op.grad_reads = reads if callable(reads) else _const(list(reads))
         op.aux_updates = aux_updates
         bwd = OpDef(name=f"_backward_{op.name}", params=op.params, forward_op=op, lower=fn,
                     inputs=lambda p: op.grad_reads(p),  # names are the read tokens
-                    outputs=lambda p, op=op: backward_output_names(op, p))
-        OPS[bwd.name] = bwd
+                    outputs=lambda p, op=op: backward_output_names(op, p), **backward)
+        OPS[bwd.name] = op.backward = bwd
         return fn
     return deco
 
@@ -180,6 +198,15 @@ def rematerializes(op: OpDef, keeps: Callable[[Any], tuple[int, ...]]):
     the outputs from the inputs and them."""
     def deco(fn: Callable) -> Callable:
         op.remat_keeps, op.remat_lower = keeps, fn
+        return fn
+    return deco
+
+
+def lays_out(op: OpDef):
+    """Attach ``op``'s channels-last rule ``fn(ops.nhwc.LayoutQuery) -> ops.nhwc.ChannelsLast | None``
+    (``passes.layout`` asks it in execution order)."""
+    def deco(fn: Callable) -> Callable:
+        op.channels_last = fn
         return fn
     return deco
 

@@ -64,6 +64,11 @@ def first_input_shape(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
     return [s] + list(ins[1:]), [s] + list(outs[1:])
 
 
+def rhs_shape(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
+    """The output takes input 1's shape (broadcast_like, reshape_like)."""
+    return ins, [ins[1]] if known(ins[1]) else outs
+
+
 def forward(fn: Callable[..., list[ShapeT] | ShapeT]):
     """A shape rule that needs every input fully known and computes the outputs."""
     def rule(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
@@ -73,6 +78,11 @@ def forward(fn: Callable[..., list[ShapeT] | ShapeT]):
         return ins, (res if isinstance(res, list) else [res])
     rule.__name__ = getattr(fn, "__name__", "rule")
     return rule
+
+
+def weighted_inputs(p: Any) -> list[str]:
+    """FullyConnected / Convolution / Deconvolution: the bias input exists unless no_bias."""
+    return ["data", "weight"] if p.no_bias else ["data", "weight", "bias"]
 
 
 def same_dtype(p: Any, ins: list[DTypeT], outs: list[DTypeT]):

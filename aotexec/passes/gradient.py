@@ -1,7 +1,7 @@
 """The gradient pass (nnvm's Gradient): forward graph -> full graph.
 
-Reads: each op's ``grad_reads`` / ``_backward_<op>`` (declared beside the op),
-``is_loss``, and which arguments need gradients.
+Reads: each op's ``grad_reads`` / ``backward`` (``_backward_<op>``, declared beside the
+op), ``zero_grad``, ``is_loss``, and which arguments need gradients.
 Returns: ``GradientGraph`` with the full graph's heads (forward outputs, then one
 gradient per argument that wants one, then aux updates) and the head-gradient
 variables the backward half reads.
@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 
 from ..base import AotexecError
 from ..graph import Entry, IndexedGraph, Node
-from ..ops.registry import OPS
+from ..ops.autograd import identity_like_rhs
+from ..ops.elemwise import add_n, zeros_like
+from ..ops.params import parse_params
+from ..ops.registry import reads_value
 
 
 @dataclass
@@ -36,10 +39,6 @@ class GradientGraph:
         return IndexedGraph(self.heads)
 
 
-# (op, input position) read for its shape only: head-gradient and zero helper nodes
-SHAPE_ONLY = {("_identity_with_attr_like_rhs", 1), ("zeros_like", 0)}
-
-
 def residuals(gg: GradientGraph, full: IndexedGraph) -> list[Entry]:
     """The forward values the backward nodes of ``full`` (``gg``'s graph, possibly mirrored)
     read, in first-read order: what forward_train keeps for backward."""
@@ -51,8 +50,7 @@ def residuals(gg: GradientGraph, full: IndexedGraph) -> list[Entry]:
             continue
         for pos, e in enumerate(n.inputs):
             key = (id(e.node), e.index)
-            if id(e.node) in fwd and e.node.op is not None and (n.op.name, pos) not in SHAPE_ONLY \
-                    and key not in seen:
+            if id(e.node) in fwd and e.node.op is not None and reads_value(n, pos) and key not in seen:
                 seen.add(key)
                 out.append(e)
     return out
@@ -78,14 +76,12 @@ def _reachable_from(g: IndexedGraph, sources: set[int]) -> set[int]:
 def _sum(entries: list[Entry], name: str) -> Entry:
     if len(entries) == 1:
         return entries[0]
-    from ..ops.params import parse_params
-    op = OPS["ElementWiseSum"]
     attrs = {"num_args": str(len(entries))}
-    return Entry(Node(op, name, attrs, list(entries), parse_params(op.params, attrs, op.name, name)))
+    return Entry(Node(add_n, name, attrs, list(entries), parse_params(add_n.params, attrs, add_n.name, name)))
 
 
 def _zeros_like(e: Entry) -> Entry:
-    return Entry(Node(OPS["zeros_like"], f"{e.node.name}_zeros_like{e.index}", {}, [e]))
+    return Entry(Node(zeros_like, f"{e.node.name}_zeros_like{e.index}", {}, [e]))
 
 
 def build_gradient_graph(heads: list[Entry], wrt: list[str]) -> GradientGraph:
@@ -108,7 +104,7 @@ def build_gradient_graph(heads: list[Entry], wrt: list[str]) -> GradientGraph:
         for c in contrib.get((id(node), k), []):
             if isinstance(c, _HeadGrad):
                 var = head_vars.setdefault(c.index, Node(None, f"_head_grad_{c.index}"))
-                parts.append(Entry(Node(OPS["_identity_with_attr_like_rhs"], f"_head_grad_{c.index}_id", {},
+                parts.append(Entry(Node(identity_like_rhs, f"_head_grad_{c.index}_id", {},
                                         [Entry(var), Entry(node, k)])))
             elif c is not _ZERO:
                 parts.append(c)
@@ -161,4 +157,4 @@ def _backward_node(node: Node, ograd) -> Node:
             reads.append(Entry(node, idx))
         else:
             raise AotexecError(f"bad gradient read '{token}' declared by {op.name}")
-    return Node(OPS[f"_backward_{op.name}"], f"{node.name}_backward", dict(node.attrs), reads, node.params, [node])
+    return Node(op.backward, f"{node.name}_backward", dict(node.attrs), reads, node.params, [node])

@@ -16,8 +16,8 @@ Policies:
   MLPs (a ReLU output saved either way; recomputing it cost 20% on the benchmark MLP) keep
   MXNet's graph.
 - ``none``: keep everything backward reads (MXNet's default; MXNET_BACKWARD_DO_MIRROR=0);
-- ``mxnet``: MXNET_BACKWARD_DO_MIRROR=1 (recompute all but the ops in ``MXNET_KEPT``);
-- ``dots``: keep only the outputs of matrix products (JAX's ``dots_saveable``): a
+- ``mxnet``: MXNET_BACKWARD_DO_MIRROR=1 (recompute all but the ops marked ``mirror_kept``);
+- ``dots``: keep only the outputs of matrix products (``matmul_like``, JAX's ``dots_saveable``): a
   Convolution's output is kept, the BatchNorm / ReLU / add after it are recomputed,
   so a conv-BN-ReLU block saves one activation instead of two (ResNet-8 b16: 9.8 -> 5.3 MB
   of saved activations).  Where the kept values a node is recomputed from are alive in
@@ -36,41 +36,16 @@ never are, since the executor keeps them anyway.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Callable
 
-from ..base import AotexecError
 from ..graph import Entry, IndexedGraph, Node
-from ..ops.registry import draws_random
-from .gradient import SHAPE_ONLY, GradientGraph, residuals
+from ..ops.registry import draws_random, reads_value
+from .gradient import GradientGraph, residuals
 from .infer import Typing, infer
 from .plan_memory import entry_bytes, plan_memory
 
-POLICIES = ("auto", "none", "mxnet", "dots")
 # ``auto`` recomputes when the saved activations and the plan shrink by this fraction at least
 AUTO_GAIN = 0.1
-
-# MXNet's mirror policy (graph_executor.cc): these are never recomputed
-MXNET_KEPT = {"Dropout", "Convolution", "FullyConnected", "Concat", "SoftmaxOutput", "BatchNorm", "Deconvolution"}
-# the matrix products (the expensive ops) whose outputs ``dots`` keeps
-DOTS = {"Convolution", "Deconvolution", "FullyConnected", "dot", "batch_dot"}
-
-
-def resolve(mirror: bool | str | None) -> str:
-    """A policy name from bind's ``mirror`` argument (None: MXNET_BACKWARD_DO_MIRROR if set,
-    else ``auto``)."""
-    if mirror is None:
-        env = os.environ.get("MXNET_BACKWARD_DO_MIRROR")
-        if env is None:
-            return "auto"
-        return "none" if env.strip().lower() in ("", "0", "false") else "mxnet"
-    if mirror is True:
-        return "mxnet"
-    if mirror is False:
-        return "none"
-    if mirror not in POLICIES:
-        raise AotexecError(f"mirror must be a bool or one of {POLICIES}, got {mirror!r}")
-    return mirror
 
 
 def _forced(node: Node) -> bool:
@@ -84,9 +59,9 @@ def _kept(policy: str) -> Callable[[Node], bool]:
         if _forced(node):
             return False
         if policy == "mxnet":
-            return node.op.name in MXNET_KEPT
+            return node.op.mirror_kept      # MXNet's mirror policy (graph_executor.cc)
         if policy == "dots":
-            return node.op.name in DOTS
+            return node.op.matmul_like      # the expensive ops
         return True
     return kept
 
@@ -130,7 +105,7 @@ def mirror(gg: GradientGraph, policy: str) -> GradientGraph:
 
     for n in backward:
         local.clear()
-        ins = [remat(e) if id(e.node) in fwd and (n.op.name, pos) not in SHAPE_ONLY else mapped(e)
+        ins = [remat(e) if id(e.node) in fwd and reads_value(n, pos) else mapped(e)
                for pos, e in enumerate(n.inputs)]
         rebuilt[id(n)] = dataclasses.replace(n, inputs=ins, control_deps=list(n.control_deps))
     return GradientGraph(list(gg.forward_heads), {k: mapped(e) for k, e in gg.grad_heads.items()},
@@ -155,7 +130,7 @@ def _per_reader(policy: str, backward: list[Node], fwd: set[int], kept: Callable
     if policy != "dots":
         return set()
     read = {id(e.node) for n in backward for pos, e in enumerate(n.inputs)
-            if id(e.node) in fwd and (n.op.name, pos) not in SHAPE_ONLY}
+            if id(e.node) in fwd and reads_value(n, pos)}
 
     memo: dict[int, frozenset[int]] = {}
 

@@ -9,9 +9,10 @@ Algorithm (TFLite's / ExecuTorch's greedy-by-size offsets, after MXNet's in-plac
    nothing reads takes no memory: the compiled code never computes it, e.g. the data
    gradient of a layer whose input needs none);
 2. in place: an elementwise op's output joins its first input's group when nothing reads
-   that group after this op (nnvm FInplaceOption); an output that *is* its input (identity
-   ops, the gradients ``elemwise_add`` passes on: nnvm FInplaceIdentity) joins it even
-   while others still read it, and then the group counts as read until its last member is;
+   that group after this op (``OpDef.inplace``, nnvm FInplaceOption); an output that *is* its
+   input (``OpDef.identity_outputs``: identity ops, the gradients ``elemwise_add`` passes on,
+   nnvm FInplaceIdentity) joins it even while others still read it, and then the group counts
+   as read until its last member is;
 3. groups are placed largest first at the lowest offset whose gap between the groups
    already placed with overlapping lifetimes fits them (best fit), else above them all.
 ``total_bytes`` is the arena's size. (Shared objects, ExecuTorch's other greedy-by-size
@@ -25,17 +26,6 @@ import numpy as np
 
 from ..graph import IndexedGraph
 from .infer import Typing
-
-# ops whose output may overwrite their first input (nnvm FInplaceOption {0, 0})
-INPLACE_OPS = {"Activation", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "negative",
-               "_copy", "BlockGrad", "Dropout", "LeakyReLU", "_plus_scalar", "_minus_scalar", "_mul_scalar",
-               "_div_scalar", "_rminus_scalar", "_rdiv_scalar", "elemwise_add", "elemwise_sub", "elemwise_mul",
-               "_identity_with_attr_like_rhs", "Reshape", "Flatten", "expand_dims", "squeeze", "clip",
-               "_backward_Activation", "_backward_relu", "_backward_BatchNorm", "MakeLoss", "SoftmaxOutput",
-               "softmax", "log_softmax"}
-# outputs that are their input 0's bytes (nnvm FInplaceIdentity): output index -> shares input 0
-IDENTITY_OUTPUTS = {"_backward_elemwise_add": (0, 1), "_copy": (0,), "BlockGrad": (0,), "Reshape": (0,),
-                    "Flatten": (0,), "expand_dims": (0,), "squeeze": (0,)}
 
 
 @dataclass
@@ -73,8 +63,7 @@ def lifetimes(typing: Typing, external: set[int] | None = None) -> tuple[dict[in
             size, end = entry_bytes(typing, eid), last[eid]
             src = g.eid(n.inputs[0]) if n.inputs else None
             if src in group and span[group[src]][2] >= size and (
-                    k in IDENTITY_OUTPUTS.get(n.op.name, ()) or
-                    k == 0 and n.op.name in INPLACE_OPS and span[group[src]][1] == i):
+                    k in n.op.identity_outputs or k == 0 and n.op.inplace and span[group[src]][1] == i):
                 root = group[eid] = group[src]
                 span[root][1] = max(span[root][1], end)
                 inplace[eid] = src

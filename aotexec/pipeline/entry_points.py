@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..graph import Entry, Node
-from ..lowering import layout
+from ..passes import layout
 from ..lowering.module import lower_function, module_text, uses_rng
 from ..passes.infer import Typing
 from ..signature import EntryPoint, Port, ProgramSpec, Role
@@ -58,9 +58,9 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
                  resident: Sequence[str] = ()) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each.
 
-    ``channels_last``: 2-D convolution nets run NHWC between convolutions (lowering/layout.py);
+    ``channels_last``: 2-D convolution nets run NHWC between convolutions (passes/layout.py);
     only for llvm-cpu, where it was measured (IREE 3.13's Vulkan backend miscompiled a LeNet
-    data gradient in that form).  ``reductions``: ``lowering.emitter.REDUCTIONS``.
+    data gradient in that form).  ``reductions``: ``emitter.REDUCTIONS``.
     ``resident``: variables ``forward_infer`` reads from IREE parameters (``resident_parameters``);
     such a module needs them at load (``Program.bind_parameters``), so it holds no other mode."""
     lower = functools.partial(lower_function, reductions=reductions)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from ..graph import Entry, IndexedGraph
 from ..lowering.module import lower_function, module_text, uses_rng
+from ..ops.registry import reads_value
 from ..options import Options
 from ..passes.infer import Typing
-from ..passes.gradient import SHAPE_ONLY
 from ..signature import EntryPoint, ProgramSpec
 from .entry_points import RNG, values
 from .program import check_target_dtypes, compile_with_fallback, options_for, reductions_for
@@ -57,7 +57,7 @@ def segment_plan(g: IndexedGraph, place: dict[int, object], forward_ids: set[int
         for n in seg.nodes:
             for pos, e in enumerate(n.inputs):
                 key = (id(e.node), e.index)
-                if (n.op.name, pos) in SHAPE_ONLY or key in seen or where.get(id(e.node)) == k:
+                if not reads_value(n, pos) or key in seen or where.get(id(e.node)) == k:
                     continue
                 seen.add(key)
                 seg.inputs.append(e)

@@ -38,7 +38,7 @@ def resident_enabled(opts: CompileOptions, options: Options) -> bool:
 
 
 def reductions_for(opts: CompileOptions) -> str:
-    """How reductions are emitted (``lowering.emitter.REDUCTIONS``): every one its own dispatch
+    """How reductions are emitted (``emitter.REDUCTIONS``): every one its own dispatch
     on Vulkan, column reductions in row blocks elsewhere (``Emitter.reduce`` says why)."""
     return "split" if opts.target == "vulkan-spirv" else "blocks"
 

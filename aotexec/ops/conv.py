@@ -1,0 +1,345 @@
+"""Convolution and Deconvolution (MXNet 1.9.1 src/operator/nn/convolution.cc,
+deconvolution.cc): parameters, shape rule, lowering and gradient per op, and the
+channels-last form of 2-D convolutions and their gradients (``passes.layout``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..emitter import Emitter, Value
+from .nhwc import NHWC_SPATIAL, TO_NCHW, ChannelsLast, LayoutQuery, first_nhwc, to_nhwc
+from .params import Shape
+from .registry import define, differentiable, lays_out, lowers
+from .rules import known, merge, same_dtype, weighted_inputs
+
+
+# --- Convolution (src/operator/nn/convolution.cc) ---
+@dataclass(frozen=True)
+class ConvolutionParam:
+    kernel: Shape
+    num_filter: int
+    stride: Shape = ()
+    dilate: Shape = ()
+    pad: Shape = ()
+    num_group: int = 1
+    workspace: int = 1024
+    no_bias: bool = False
+    cudnn_tune: Optional[str] = None
+    cudnn_off: bool = False
+    layout: Optional[str] = None
+
+    def check(self):
+        if not 1 <= len(self.kernel) <= 3:
+            raise ValueError(f"kernel must have 1 to 3 dimensions, got {self.kernel}")
+        if self.layout not in (None, "NCW", "NCHW", "NCDHW"):
+            raise ValueError(f"layout {self.layout} is not supported (aotexec supports NCW/NCHW/NCDHW)")
+
+    def spatial(self, name: str, default: int) -> tuple[int, ...]:
+        v = getattr(self, name)
+        return tuple(v) if v else (default,) * len(self.kernel)
+
+
+def _conv_shape(p: ConvolutionParam, ins, outs):
+    ins = list(ins)
+    data = ins[0]
+    if data is None or not known(data):
+        if ins[1] is None and data is not None and data[1] >= 0:
+            ins[1] = (p.num_filter, data[1] // p.num_group) + tuple(p.kernel)
+        if not p.no_bias:
+            ins[2] = merge(ins[2], (p.num_filter,))
+        return ins, outs
+    nd = len(p.kernel)
+    if len(data) != nd + 2:
+        raise ValueError(f"Convolution with a {nd}-D kernel needs a {nd + 2}-D input, got {data}")
+    stride, dilate, pad = p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
+    ins[1] = (p.num_filter, data[1] // p.num_group) + tuple(p.kernel)
+    if not p.no_bias:
+        ins[2] = (p.num_filter,)
+    sp = []
+    for x, k, s, d, pd in zip(data[2:], p.kernel, stride, dilate, pad):
+        ek = d * (k - 1) + 1
+        if x + 2 * pd < ek:
+            raise ValueError(f"kernel size ({k}) exceeds input ({x} padded to {x + 2 * pd})")
+        sp.append((x + 2 * pd - ek) // s + 1)
+    return ins, [(data[0], p.num_filter) + tuple(sp)]
+
+
+Convolution = define("Convolution", params=ConvolutionParam, inputs=weighted_inputs,
+                     infer_shape=_conv_shape, infer_type=same_dtype, mirror_kept=True, matmul_like=True)
+
+
+def conv_spec(nd: int) -> str:
+    sp = ", ".join(str(i) for i in range(nd))
+    return f"[b, f, {sp}]x[o, i, {sp}]->[b, f, {sp}]"
+
+
+def _add_channel_bias(b, y, bias):
+    return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [1]))
+
+
+def _convolve(b, x, w, out_shape, stride, pads, lhs_dilation, rhs_dilation, groups):
+    """stablehlo.convolution; negative pads (crops) become a slice of a non-negative one."""
+    nd = x.ndim - 2
+    cg, og = x.shape[1] // groups, out_shape[1] // groups
+    if groups > 1 and cg > 1:
+        # IREE 3.13's Vulkan path miscompiles feature_group_count > 1 unless depthwise
+        # (wrong values, no error): one convolution per group instead
+        parts = []
+        for g in range(groups):
+            xg = b.slice(x, [0, g * cg] + [0] * nd, (x.shape[0], (g + 1) * cg) + x.shape[2:])
+            wg = b.slice(w, [g * og] + [0] * (w.ndim - 1), ((g + 1) * og,) + w.shape[1:])
+            parts.append(_convolve(b, xg, wg, (out_shape[0], og) + tuple(out_shape[2:]), stride, pads,
+                                   lhs_dilation, rhs_dilation, 1))
+        return b.concatenate(parts, 1)
+    pos = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    if pos == list(pads):
+        return b.convolution(x, w, out_shape, stride, pads, lhs_dilation, rhs_dilation, groups, conv_spec(nd))
+    full = list(out_shape[:2])
+    for i, (lo, hi) in enumerate(pads):
+        full.append(out_shape[2 + i] + max(-lo, 0) + max(-hi, 0))  # only unit stride reaches here
+    y = b.convolution(x, w, full, stride, pos, lhs_dilation, rhs_dilation, groups, conv_spec(nd))
+    start = [0, 0] + [max(-lo, 0) for lo, _ in pads]
+    return b.slice(y, start, [s + o for s, o in zip(start, out_shape)])
+
+
+@lowers(Convolution)
+def _conv_lower(ctx, p: ConvolutionParam, x, w, bias=None):
+    nd = len(p.kernel)
+    pads = [(q, q) for q in p.spatial("pad", 0)]
+    y = _convolve(ctx.b, x, w, ctx.out_shapes[0], p.spatial("stride", 1), pads, (1,) * nd,
+                  p.spatial("dilate", 1), p.num_group)
+    return _add_channel_bias(ctx.b, y, bias)
+
+
+def conv_weight_grad(b, x, g, kernel, stride, dilate, pad, groups: int):
+    """d weight (F, C/groups, k...) of a convolution of data x (N, C, ...) giving g (N, F, o...):
+    dw[f, c, j] = sum_{n, o} g[n, f, o] * xpad[n, c, o*s + j*d], a convolution of x (batch and
+    feature swapped) with g as kernel: window stride = dilation, kernel dilation = stride."""
+    nd = len(kernel)
+    sp = tuple(range(2, 2 + nd))
+    need = [(k - 1) * d + (o - 1) * s + 1 for k, d, s, o in zip(kernel, dilate, stride, g.shape[2:])]
+    xp = b.pad(x, 0.0, [0, 0] + list(pad),
+               [0, 0] + [max(n - q - xi, 0) for n, q, xi in zip(need, pad, x.shape[2:])])
+    if tuple(xp.shape[2:]) != tuple(need):
+        xp = b.slice(xp, [0] * x.ndim, tuple(xp.shape[:2]) + tuple(need))
+    cg, og = x.shape[1] // groups, g.shape[1] // groups
+    parts = []
+    for gi in range(groups):
+        xg = xp if groups == 1 else b.slice(xp, [0, gi * cg] + [0] * nd, (xp.shape[0], (gi + 1) * cg) + xp.shape[2:])
+        gg = g if groups == 1 else b.slice(g, [0, gi * og] + [0] * nd, (g.shape[0], (gi + 1) * og) + g.shape[2:])
+        y = b.convolution(b.transpose(xg, (1, 0) + sp), b.transpose(gg, (1, 0) + sp), (cg, og) + tuple(kernel),
+                          tuple(dilate), [(0, 0)] * nd, (1,) * nd, tuple(stride), 1, conv_spec(nd))
+        parts.append(b.transpose(y, (1, 0) + sp))
+    return b.concatenate(parts, 0)
+
+
+def _channel_sum(b, g):
+    """The bias gradient. Where the weight gradient made no fenced layout copy of g (which
+    ``Emitter.reduce`` sums instead, see there), over the batch first, then space: one
+    reduction over all of them, fused with the weight gradient's contraction, made IREE
+    3.13's llvm-cpu codegen fail at random (invalid vector.contract; 1 compile in 3 of the
+    same module: train_step of a 3-channel conv-BatchNorm net with its BatchNorm recomputed)."""
+    dims = [i for i in range(g.ndim) if i != 1]
+    if g.ndim < 3 or b.has_fenced_view(g):
+        return b.reduce(g, dims, "add")
+    return b.reduce(b.reduce(g, [0], "add"), [d - 1 for d in dims[1:]], "add")
+
+
+@differentiable(Convolution, ("ograd0", "in0", "in1"))
+def _conv_grad(ctx, p: ConvolutionParam, g, x, w):
+    """[d data (a transposed convolution of g), d weight, d bias]."""
+    b = ctx.b
+    stride, dilate, pad = p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
+    dx = transposed_conv(b, g, w, x.shape, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(0) else None
+    dw = conv_weight_grad(b, x, g, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(1) else None
+    return [dx, dw] if p.no_bias else [dx, dw, _channel_sum(b, g)]
+
+
+# --- Convolution channels-last (passes.layout): 2-D convolutions between NHWC activations
+# weight gradients by one contraction per kernel offset: measured as fast as the fenced
+# NHWC convolution for 3x3 kernels, 1.5x slower for LeNet's 5x5 (which keeps the NCHW rule)
+MAX_OFFSETS = 9
+
+
+def _conv2d(p) -> bool:
+    return len(p.kernel) == 2 and p.num_group == 1 and p.layout in (None, "NCHW")
+
+
+def _hwio(b: Emitter, w: Value) -> Value:
+    """OIHW weight -> HWIO, fenced at the top of the function."""
+    return b.fence(b.transpose(w, (2, 3, 1, 0)))
+
+
+def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | None, out_shape) -> Value:
+    """Convolution, NHWC out: a direct NHWC convolution.
+
+    One input channel gets a second, zero one (and zero weights for it): IREE 3.13 ran the
+    3x3 one-channel convolution (16x1x32x32 -> 16) in 1.46 ms, with two channels in 0.125 ms.
+    Two to four channels used to go through im2col + matmul; measured again with the layout
+    and resident weights of today, the direct form is 4-6x faster (3x3 @32 batch 16, 3
+    channels: 0.17 vs 0.92-1.05 ms; ResNet-8 inference 3.85 -> 3.41 ms, local-sync)."""
+    x = x if x_nhwc else to_nhwc(b, x)
+    stride, dilate, pad = p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
+    if x.shape[3] == 1:
+        x = b.pad(x, 0.0, (0, 0, 0, 0), (0, 0, 0, 1))
+        w = b.pad(w, 0.0, (0, 0, 0, 0), (0, 1, 0, 0))
+    y = b.conv_nhwc(x, _hwio(b, w), tuple(out_shape), stride, [(q, q) for q in pad], (1, 1), dilate)
+    if bias is not None:
+        y = b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
+    return y
+
+
+@lays_out(Convolution)
+def _conv_layout(q: LayoutQuery) -> ChannelsLast | None:
+    """NHWC out (whatever the input's layout: an NCHW one is transposed, fenced)."""
+    p = q.params
+    if _conv2d(p) and q.four_d(0) and (p.kernel[0] * p.kernel[1] <= MAX_OFFSETS or q.inference):
+        # inference has no weight gradient to bound the kernel: LeNet's 5x5 convolutions run
+        # channels-last with the tanh and pooling after them (local-task 7.0-7.6 -> 4.0-4.2 ms;
+        # conv2 alone fewer fenced regions, conv1 as a two-channel direct convolution, see conv_nhwc)
+        return ChannelsLast("conv", first_nhwc(q.num_outputs), lower=_conv_nhwc_lower)
+    return None
+
+
+def _conv_nhwc_lower(ctx, p: ConvolutionParam, x, w, bias=None):
+    return conv_nhwc(ctx.b, p, x, ctx.in_nhwc[0], w, bias, ctx.out_shapes[0])
+
+
+def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) -> list[Value]:
+    """[d data (NHWC when x is), d weight (OIHW), d bias] from an NHWC head gradient."""
+    xl = x if x_nhwc else to_nhwc(b, x)
+    n, h, wd, c = xl.shape
+    _, oh, ow, o = g.shape
+    kernel, stride, dilate, pad = p.kernel, p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
+    # data: g convolved (lhs-dilated by the stride) with the flipped weight, in/out swapped
+    wt = b.fence(b.transpose(b.reverse(w, [2, 3]), (2, 3, 0, 1)))              # (KH, KW, O, C)
+    pads = [(d * (k - 1) - q, xi - s * (gi - 1) - 1 + q)
+            for xi, gi, k, s, d, q in zip((h, wd), (oh, ow), kernel, stride, dilate, pad)]
+    pos = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    full = [xi + max(-lo, 0) + max(-hi, 0) for xi, (lo, hi) in zip((h, wd), pads)]
+    dx = b.conv_nhwc(g, wt, (n, full[0], full[1], c), (1, 1), pos, stride, dilate)
+    if pos != pads:
+        start = (0, max(-pads[0][0], 0), max(-pads[1][0], 0), 0)
+        dx = b.slice(dx, start, (n, start[1] + h, start[2] + wd, c))
+    if not x_nhwc:
+        dx = b.transpose(dx, TO_NCHW)
+    # weight: one (N*OH*OW)-contraction per kernel offset, of g with the offset's input slice
+    need = [(k - 1) * d + (gi - 1) * s + 1 for k, d, s, gi in zip(kernel, dilate, stride, (oh, ow))]
+    xp = b.pad(xl, 0.0, (0, pad[0], pad[1], 0),
+               (0, max(need[0] - pad[0] - h, 0), max(need[1] - pad[1] - wd, 0), 0))
+    # Each offset's slice goes through Emitter.after (on g, which the contraction reads
+    # anyway): a bare slice became a copy that IREE copied again into the matmul's data-tiled
+    # layout, all nine offsets alive at once; an elementwise op on the slice fuses with that
+    # packing. ResNet-8 b16's backward arena 15.4 -> 7.9 MB, same speed (ordering the
+    # offsets a kernel row at a time helped before the fusion, and changes nothing after it).
+    # The input slice is the contraction's lhs and g its rhs ([N*OH*OW, O], already the
+    # matmul's K x N layout), giving dW^T per offset; with g as lhs IREE stored a transposed
+    # copy of it next to the NHWC one for every layer. ResNet-8 b16 training 37 -> 30.5 ms,
+    # backward arena 12.5 -> 10.5 MB with the default recomputation.
+    parts = [b.reshape(b.dot_general(b.after(s, g), g, contract=([0, 1, 2], [0, 1, 2])), (c, o, 1))
+             for s in b.windows(xp, kernel, stride, dilate, (oh, ow), spatial=NHWC_SPATIAL)]
+    dw = b.transpose(b.reshape(b.concatenate(parts, 2), (c, o) + tuple(kernel)), (1, 0, 2, 3))
+    out = [dx, dw]
+    if not p.no_bias:
+        # over the batch first, then space: reducing dims 0-2 at once fused with the weight
+        # contractions above into a dispatch IREE 3.13's llvm-cpu codegen rejects
+        out.append(b.reduce(b.reduce(g, [0], "add"), [0, 1], "add"))
+    return out
+
+
+@lays_out(Convolution.backward)
+def _conv_grad_layout(q: LayoutQuery) -> ChannelsLast | None:
+    """From an NHWC head gradient; d data is stored as the data is."""
+    p = q.params
+    if _conv2d(p) and q.nhwc[0] and p.kernel[0] * p.kernel[1] <= MAX_OFFSETS:
+        return ChannelsLast("conv_grad", first_nhwc(q.num_outputs, q.nhwc[1]), lower=_conv_grad_nhwc_lower)
+    return None
+
+
+def _conv_grad_nhwc_lower(ctx, p: ConvolutionParam, g, x, w):
+    return conv_grad_nhwc(ctx.b, p, g, x, ctx.in_nhwc[1], w)
+
+
+# --- Deconvolution (src/operator/nn/deconvolution.cc) ---
+@dataclass(frozen=True)
+class DeconvolutionParam(ConvolutionParam):
+    """Convolution's parameters with MXNet's other defaults, plus adj / target_shape."""
+    workspace: int = 512
+    no_bias: bool = True
+    adj: Shape = ()
+    target_shape: Shape = ()
+
+
+def _deconv_shape(p: DeconvolutionParam, ins, outs):
+    ins = list(ins)
+    data = ins[0]
+    if not p.no_bias:
+        ins[2] = merge(ins[2], (p.num_filter,))
+    if data is None or not known(data):
+        return ins, outs
+    stride, dilate, pad, adj = (p.spatial("stride", 1), p.spatial("dilate", 1),
+                                p.spatial("pad", 0), p.spatial("adj", 0))
+    ins[1] = (data[1], p.num_filter // p.num_group) + tuple(p.kernel)
+    sp = []
+    for i, (x, k, s, d, pd, a) in enumerate(zip(data[2:], p.kernel, stride, dilate, pad, adj)):
+        if p.target_shape:
+            sp.append(p.target_shape[i])
+        else:
+            sp.append(s * (x - 1) + d * (k - 1) + 1 - 2 * pd + a)
+    return ins, [(data[0], p.num_filter) + tuple(sp)]
+
+
+Deconvolution = define("Deconvolution", params=DeconvolutionParam, inputs=weighted_inputs,
+                       infer_shape=_deconv_shape, infer_type=same_dtype, mirror_kept=True, matmul_like=True)
+
+
+def transposed_conv(b, x, w, out_shape, kernel, stride, dilate, pad, groups: int):
+    """MXNet Deconvolution: weight (C_in, C_out/g, k...) -> a stride-dilated input convolved
+    with the spatially flipped kernel, in/out channels swapped within each group."""
+    nd = len(kernel)
+    cin, cout = x.shape[1], out_shape[1]
+    sp = tuple(range(3, 3 + nd))
+    w = b.reshape(w, (groups, cin // groups, cout // groups) + tuple(kernel))
+    w = b.reshape(b.transpose(w, (0, 2, 1) + sp), (cout, cin // groups) + tuple(kernel))
+    w = b.reverse(w, list(range(2, 2 + nd)))
+    pads = []
+    for xi, oi, k, s, d, q in zip(x.shape[2:], out_shape[2:], kernel, stride, dilate, pad):
+        lo = d * (k - 1) - q
+        pads.append((lo, oi - s * (xi - 1) - 1 + q))   # high side absorbs adj / target_shape
+    return _convolve(b, x, w, out_shape, (1,) * nd, pads, stride, dilate, groups)
+
+
+def _deconv_pad(p: DeconvolutionParam, in_sp) -> tuple[int, ...]:
+    """DeconvolutionParam::InferPad: target_shape overrides pad (adj follows from out shape)."""
+    if p.target_shape and any(p.target_shape):
+        stride, dilate = p.spatial("stride", 1), p.spatial("dilate", 1)
+        return tuple((s * (x - 1) + d * (k - 1) + 1 - t + 1) // 2
+                     for x, k, s, d, t in zip(in_sp, p.kernel, stride, dilate, p.target_shape))
+    return p.spatial("pad", 0)
+
+
+@lowers(Deconvolution)
+def _deconv_lower(ctx, p: DeconvolutionParam, x, w, bias=None):
+    y = transposed_conv(ctx.b, x, w, ctx.out_shapes[0], p.kernel, p.spatial("stride", 1),
+                        p.spatial("dilate", 1), _deconv_pad(p, x.shape[2:]), p.num_group)
+    return _add_channel_bias(ctx.b, y, bias)
+
+
+def deconv_data_grad(b, g, w, x_shape, kernel, stride, dilate, pad, groups):
+    """A convolution of g with the deconvolution's weight; the high pad drops what adj added."""
+    pads = []
+    for xi, oi, k, s, d, q in zip(x_shape[2:], g.shape[2:], kernel, stride, dilate, pad):
+        adj = oi - (s * (xi - 1) + d * (k - 1) + 1 - 2 * q)
+        pads.append((q, max(q - adj, 0)))
+    return _convolve(b, g, w, x_shape, stride, pads, (1,) * len(kernel), dilate, groups)
+
+
+@differentiable(Deconvolution, ("ograd0", "in0", "in1"))
+def _deconv_grad(ctx, p: DeconvolutionParam, g, x, w):
+    b = ctx.b
+    stride, dilate = p.spatial("stride", 1), p.spatial("dilate", 1)
+    pad = _deconv_pad(p, x.shape[2:])
+    dx = deconv_data_grad(b, g, w, x.shape, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(0) else None
+    # y[o*s + j*d - q] += x[i] w[j]: the weight gradient of a convolution of g by x
+    dw = conv_weight_grad(b, g, x, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(1) else None
+    return [dx, dw] if p.no_bias else [dx, dw, _channel_sum(b, g)]

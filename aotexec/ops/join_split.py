@@ -1,0 +1,297 @@
+"""Joining and cutting along an axis: Concat, stack, SliceChannel, split_v2, slice, slice_axis
+(MXNet 1.9.1 src/operator/tensor/matrix_op*, slice_channel.cc, concat.cc): parameters, shape
+rule, lowering and gradient per op."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .params import Shape
+from .registry import define, differentiable, lowers
+from .rules import forward, known, merge, norm_axis, same_dtype
+
+SliceSpec = tuple[Optional[int], ...]
+
+
+def _slice_axis(b, x, axis: int, begin: int, end: int):
+    start, limit = [0] * x.ndim, list(x.shape)
+    start[axis], limit[axis] = begin, end
+    return b.slice(x, start, limit)
+
+
+def _split(ctx, x, axis: int, bounds):
+    b = ctx.b
+    return [b.reshape(_slice_axis(b, x, axis, lo, hi), s) for (lo, hi), s in zip(bounds, ctx.out_shapes)]
+
+
+@dataclass(frozen=True)
+class ConcatParam:
+    num_args: int
+    dim: int = 1
+
+
+def _concat_shape(p: ConcatParam, ins, outs):
+    if not all(known(s) for s in ins):
+        return ins, outs
+    ax = norm_axis(p.dim, len(ins[0]))
+    base = list(ins[0])
+    for s in ins[1:]:
+        if len(s) != len(base) or any(a != b for i, (a, b) in enumerate(zip(s, base)) if i != ax):
+            raise ValueError(f"Concat: incompatible input shapes {ins[0]} and {s} along dim {p.dim}")
+    base[ax] = sum(s[ax] for s in ins)
+    return ins, [tuple(base)]
+
+
+Concat = define("Concat", "concat", params=ConcatParam, variadic="num_args",
+                infer_shape=_concat_shape, infer_type=same_dtype, mirror_kept=True)
+
+
+@lowers(Concat)
+def _concat_lower(ctx, p: ConcatParam, *xs):
+    return ctx.b.concatenate(xs, norm_axis(p.dim, xs[0].ndim))
+
+
+@differentiable(Concat, ("ograd0",))
+def _concat_grad(ctx, p: ConcatParam, g):
+    ax = norm_axis(p.dim, g.ndim)
+    out, lo = [], 0
+    for s in ctx.fwd_in_shapes:
+        out.append(_slice_axis(ctx.b, g, ax, lo, lo + s[ax]))
+        lo += s[ax]
+    return out
+
+
+@dataclass(frozen=True)
+class StackParam:
+    num_args: int
+    axis: int = 0
+
+
+def _stack_shape(p: StackParam, ins, outs):
+    s = None
+    for x in ins:
+        s = merge(s, x)
+    if not known(s):
+        return ins, outs
+    ax = p.axis + len(s) + 1 if p.axis < 0 else p.axis
+    return [s] * len(ins), [tuple(s[:ax]) + (p.num_args,) + tuple(s[ax:])]
+
+
+stack = define("stack", params=StackParam, variadic="num_args", infer_shape=_stack_shape, infer_type=same_dtype)
+
+
+@lowers(stack)
+def _stack_lower(ctx, p: StackParam, *xs):
+    ax = p.axis + xs[0].ndim + 1 if p.axis < 0 else p.axis
+    parts = [ctx.b.reshape(x, x.shape[:ax] + (1,) + x.shape[ax:]) for x in xs]
+    return ctx.b.concatenate(parts, ax)
+
+
+@differentiable(stack, ("ograd0",))
+def _stack_grad(ctx, p: StackParam, g):
+    ax = norm_axis(p.axis, g.ndim)
+    return [ctx.b.reshape(_slice_axis(ctx.b, g, ax, i, i + 1), s) for i, s in enumerate(ctx.fwd_in_shapes)]
+
+
+def _unsplit(ctx, gs, ax: int, bounds):
+    """Concatenate the outputs' gradients (squeezed axes restored); zeros outside the bounds."""
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    parts = [b.reshape(g, shape[:ax] + (hi - lo,) + shape[ax + 1:]) for g, (lo, hi) in zip(gs, bounds)]
+    low, high = [0] * len(shape), [0] * len(shape)
+    low[ax], high[ax] = bounds[0][0], shape[ax] - bounds[-1][1]
+    return [b.pad(b.concatenate(parts, ax), 0.0, low, high)]
+
+
+@dataclass(frozen=True)
+class SliceChannelParam:
+    num_outputs: int
+    axis: int = 1
+    squeeze_axis: bool = False
+
+
+def _split_shape(p: SliceChannelParam, ins, outs):
+    data = ins[0]
+    if not known(data):
+        return ins, outs
+    ax = norm_axis(p.axis, len(data))
+    if data[ax] % p.num_outputs:
+        raise ValueError(f"num_outputs ({p.num_outputs}) does not divide the size of axis {p.axis} ({data[ax]})")
+    part = list(data)
+    part[ax] = data[ax] // p.num_outputs
+    if p.squeeze_axis and part[ax] == 1:
+        del part[ax]
+    return ins, [tuple(part)] * p.num_outputs
+
+
+SliceChannel = define("SliceChannel", "split", params=SliceChannelParam,
+                      outputs=lambda p: [f"output{i}" for i in range(p.num_outputs)],
+                      infer_shape=_split_shape, infer_type=same_dtype)
+
+
+@lowers(SliceChannel)
+def _slice_channel_lower(ctx, p: SliceChannelParam, x):
+    ax = norm_axis(p.axis, x.ndim)
+    step = x.shape[ax] // p.num_outputs
+    return _split(ctx, x, ax, [(i * step, (i + 1) * step) for i in range(p.num_outputs)])
+
+
+@differentiable(SliceChannel, lambda p: [f"ograd{i}" for i in range(p.num_outputs)])
+def _slice_channel_grad(ctx, p: SliceChannelParam, *gs):
+    n = ctx.fwd_in_shapes[0]
+    ax = norm_axis(p.axis, len(n))
+    step = n[ax] // p.num_outputs
+    return _unsplit(ctx, gs, ax, [(i * step, (i + 1) * step) for i in range(p.num_outputs)])
+
+
+@dataclass(frozen=True)
+class SplitV2Param:
+    indices: Shape = ()
+    axis: int = 1
+    squeeze_axis: bool = False
+    sections: int = 0
+
+    def bounds(self, size: int) -> list[tuple[int, int]]:
+        if self.sections > 0:
+            step = size // self.sections
+            return [(i * step, (i + 1) * step) for i in range(self.sections)]
+        idx = list(self.indices) + [size]
+        return [(idx[i], idx[i + 1]) for i in range(len(self.indices))]
+
+
+def _split_v2_shape(p: SplitV2Param, ins, outs):
+    data = ins[0]
+    if not known(data):
+        return ins, outs
+    ax = norm_axis(p.axis, len(data))
+    res = []
+    for b, e in p.bounds(data[ax]):
+        s = list(data)
+        s[ax] = e - b
+        if p.squeeze_axis and s[ax] == 1:
+            del s[ax]
+        res.append(tuple(s))
+    return ins, res
+
+
+split_v2 = define("_split_v2", "split_v2", params=SplitV2Param,
+                  outputs=lambda p: [f"output{i}" for i in range(p.sections if p.sections > 0 else len(p.indices))],
+                  infer_shape=_split_v2_shape, infer_type=same_dtype)
+
+
+@lowers(split_v2)
+def _split_v2_lower(ctx, p: SplitV2Param, x):
+    ax = norm_axis(p.axis, x.ndim)
+    return _split(ctx, x, ax, p.bounds(x.shape[ax]))
+
+
+@differentiable(split_v2, lambda p: [f"ograd{i}" for i in range(len(split_v2.output_names(p)))])
+def _split_v2_grad(ctx, p: SplitV2Param, *gs):
+    n = ctx.fwd_in_shapes[0]
+    ax = norm_axis(p.axis, len(n))
+    return _unsplit(ctx, gs, ax, p.bounds(n[ax]))
+
+
+@dataclass(frozen=True)
+class SliceParam:
+    begin: SliceSpec
+    end: SliceSpec
+    step: SliceSpec = ()
+
+    def ranges(self, shape: tuple[int, ...]) -> list[tuple[int, int, int]]:
+        """(start, stop, step) per axis, normalized like MXNet's slice."""
+        out = []
+        for i, n in enumerate(shape):
+            b = self.begin[i] if i < len(self.begin) else None
+            e = self.end[i] if i < len(self.end) else None
+            s = self.step[i] if i < len(self.step) and self.step[i] is not None else 1
+            if s == 0:
+                raise ValueError("slice step cannot be 0")
+            start, stop, s = slice(b, e, s).indices(n)
+            out.append((start, stop, s))
+        return out
+
+
+@forward
+def _slice_shape(p: SliceParam, data):
+    if len(p.begin) > len(data):
+        raise ValueError(f"slice begin {p.begin} has more dims than the input {data}")
+    return tuple(len(range(b, e, s)) for b, e, s in p.ranges(data))
+
+
+slice_op = define("slice", "crop", params=SliceParam, infer_shape=_slice_shape, infer_type=same_dtype)
+
+
+@lowers(slice_op)
+def _slice_lower(ctx, p: SliceParam, x):
+    b = ctx.b
+    ranges = p.ranges(x.shape)
+    # a negative step walks the reversed axis forward: index j -> n - 1 - j
+    neg = [i for i, (_, _, s) in enumerate(ranges) if s < 0]
+    if neg:
+        x = b.reverse(x, neg)
+    start, limit, strides = [], [], []
+    for n, (lo, hi, s) in zip(x.shape, ranges):
+        count = len(range(lo, hi, s))
+        first = lo if s > 0 else n - 1 - lo
+        start.append(first if count else 0)
+        limit.append(first + (count - 1) * abs(s) + 1 if count else 0)
+        strides.append(abs(s))
+    return b.slice(x, start, limit, strides)
+
+
+@differentiable(slice_op, ("ograd0",))
+def _slice_grad(ctx, p: SliceParam, g):
+    """Scatter g into zeros: pad (interior padding for the strides), undo the reversal of negative steps."""
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    ranges = p.ranges(shape)
+    if any(len(range(*r)) == 0 for r in ranges):
+        return [None]
+    low, high, interior = [], [], []
+    for n, (lo, hi, s) in zip(shape, ranges):
+        count = len(range(lo, hi, s))
+        first = lo if s > 0 else n - 1 - lo
+        last = first + (count - 1) * abs(s)
+        low.append(first)
+        high.append(n - 1 - last)
+        interior.append(abs(s) - 1)
+    gx = b.pad(g, 0.0, low, high, interior)
+    neg = [i for i, (_, _, s) in enumerate(ranges) if s < 0]
+    return [b.reverse(gx, neg) if neg else gx]
+
+
+@dataclass(frozen=True)
+class SliceAxisParam:
+    axis: int
+    begin: int
+    end: Optional[int]
+
+
+@forward
+def _slice_axis_shape(p: SliceAxisParam, data):
+    ax = norm_axis(p.axis, len(data))
+    b, e, _ = slice(p.begin, p.end).indices(data[ax])
+    out = list(data)
+    out[ax] = max(e - b, 0)
+    return tuple(out)
+
+
+slice_axis = define("slice_axis", params=SliceAxisParam, infer_shape=_slice_axis_shape, infer_type=same_dtype)
+
+
+@lowers(slice_axis)
+def _slice_axis_lower(ctx, p: SliceAxisParam, x):
+    ax = norm_axis(p.axis, x.ndim)
+    lo, hi, _ = slice(p.begin, p.end).indices(x.shape[ax])
+    return _slice_axis(ctx.b, x, ax, lo, max(lo, hi))
+
+
+@differentiable(slice_axis, ("ograd0",))
+def _slice_axis_grad(ctx, p: SliceAxisParam, g):
+    shape = ctx.fwd_in_shapes[0]
+    ax = norm_axis(p.axis, len(shape))
+    lo, hi, _ = slice(p.begin, p.end).indices(shape[ax])
+    if hi <= lo:
+        return [None]
+    low, high = [0] * len(shape), [0] * len(shape)
+    low[ax], high[ax] = lo, shape[ax] - hi
+    return [ctx.b.pad(g, 0.0, low, high)]

@@ -1,0 +1,452 @@
+"""Spatial resampling: Pooling and UpSampling (MXNet 1.9.1 src/operator/nn/pooling.cc,
+upsampling.cc): parameters, shape rule, lowering and gradient per op, and the channels-last
+form of tiled and global 2-D pooling and their gradients (``passes.layout``)."""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+import numpy as np
+
+from ..base import AotexecError
+from ..emitter import Emitter, Value
+from .conv import conv_spec, conv_weight_grad, deconv_data_grad, transposed_conv
+from .nhwc import TO_NHWC, ChannelsLast, LayoutQuery, first_nhwc
+from .params import Shape
+from .registry import define, differentiable, lays_out, lowers
+from .rules import forward, known, prod, same_dtype
+
+
+# --- Pooling (src/operator/nn/pooling.cc, PoolingShape) ---
+@dataclass(frozen=True)
+class PoolingParam:
+    kernel: Shape = ()
+    pool_type: Literal["max", "avg", "sum", "lp"] = "max"
+    global_pool: bool = False
+    cudnn_off: bool = False
+    pooling_convention: Literal["valid", "full", "same"] = "valid"
+    stride: Shape = ()
+    pad: Shape = ()
+    p_value: Optional[int] = None
+    count_include_pad: Optional[bool] = None
+    layout: Optional[str] = None
+
+    def window(self, data_shape: tuple[int, ...]):
+        """(kernel, stride, pad) for the spatial dims of ``data_shape``."""
+        nd = len(data_shape) - 2
+        if self.global_pool:
+            return tuple(data_shape[2:]), (1,) * nd, (0,) * nd
+        kernel = tuple(self.kernel)
+        stride = tuple(self.stride) if self.stride else (1,) * nd
+        pad = tuple(self.pad) if self.pad else (0,) * nd
+        return kernel, stride, pad
+
+
+@forward
+def _pool_shape(p: PoolingParam, data):
+    if not 3 <= len(data) <= 5:
+        raise ValueError(f"Pooling: input data should be 3D, 4D or 5D, got {data}")
+    if not p.global_pool and len(p.kernel) != len(data) - 2:
+        raise ValueError(f"Pooling: kernel {p.kernel} does not match a {len(data)}-D input")
+    if p.pooling_convention == "same" and len(data) != 3:
+        raise ValueError("Pooling: Input data should be 3D in (batch, channel, x). Currently 'same' supports "
+                         "Max Pooling 1-D")
+    kernel, stride, pad = p.window(data)
+    if p.global_pool:
+        return (data[0], data[1]) + (1,) * (len(data) - 2)
+    sp = []
+    for x, k, s, pd in zip(data[2:], kernel, stride, pad):
+        if p.pooling_convention == "full":
+            sp.append(1 + int(math.ceil((x + 2 * pd - k) / s)))
+        elif p.pooling_convention == "same":
+            sp.append((x + s - 1) // s)
+        else:
+            sp.append(1 + (x + 2 * pd - k) // s)
+    return (data[0], data[1]) + tuple(sp)
+
+
+def _pool_outputs(p: PoolingParam) -> list[str]:
+    # MXNet 1.9.1 builds (oneDNN) give max pooling a hidden workspace output (GetNumOutputs)
+    return ["output", "workspace"] if p.pool_type == "max" else ["output"]
+
+
+def _pool_shape_all(p, ins, outs):
+    ins, res = _pool_shape(p, ins, outs[:1])
+    return ins, list(res) + [res[0]] * (len(outs) - 1)
+
+
+Pooling = define("Pooling", params=PoolingParam, outputs=_pool_outputs, num_visible=lambda p: 1,
+                 infer_shape=_pool_shape_all, infer_type=same_dtype)
+
+
+def _pool_counts(x: int, out: int, k: int, s: int, q: int, include_pad: bool):
+    """Divisor of avg pooling per output position along one axis, as MXNet's pool.h: the window
+    clipped to [-pad, x+pad) (or to [0, x) without count_include_pad)."""
+    counts = []
+    for o in range(out):
+        start = o * s - q
+        end = min(start + k, x + q)
+        counts.append(end - start if include_pad else min(end, x) - max(start, 0))
+    return counts
+
+
+@lowers(Pooling)
+def _pool_lower(ctx, p: PoolingParam, x):
+    b = ctx.b
+    if p.pooling_convention == "same" and not p.global_pool:
+        raise AotexecError(f"Pooling with pooling_convention='same' (1-D max pooling in MXNet 1.9) is not "
+                           f"lowered yet (node '{ctx.node.name}')")
+    out, in_sp = ctx.out_shapes[0], x.shape[2:]
+    kernel, stride, pad = p.window(x.shape)
+    window, strides = (1, 1) + tuple(kernel), (1, 1) + tuple(stride)
+    # high padding: `pad`, plus what the full convention's last window overhangs
+    pads = [(0, 0), (0, 0)] + [(q, max((o - 1) * s + k - xi - q, 0))
+                               for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
+    # crop the tail no window reads: IREE 3.13 miscompiles e.g. a 2x2/2 window over 3x3 -> 1x1
+    used = [min(xi, (o - 1) * s + k - q) for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
+    if tuple(used) != in_sp:
+        x = b.slice(x, [0] * x.ndim, x.shape[:2] + tuple(used))
+    if p.pool_type == "max":
+        return [b.reduce_window(x, "max", window, strides, pads, out), None]
+    if p.pool_type == "lp":
+        # pool_utils.h: x^p summed, then the p-th root; p = 1, 2, 3 exact (no abs, as MXNet)
+        pv = p.p_value
+        powers = {1: lambda v: v, 2: lambda v: b.mul(v, v), 3: lambda v: b.mul(b.mul(v, v), v)}
+        roots = {1: lambda v: v, 2: b.sqrt, 3: lambda v: b.unary("cbrt", v)}
+        y = b.reduce_window(powers.get(pv, lambda v: b.pow(v, float(pv)))(x), "add", window, strides, pads, out)
+        return roots.get(pv, lambda v: b.pow(v, 1.0 / pv))(y)
+    y = b.reduce_window(x, "add", window, strides, pads, out)
+    if p.pool_type == "sum":
+        return y
+    include_pad = p.count_include_pad is None or p.count_include_pad
+    per_axis = [_pool_counts(xi, o, k, s, q, include_pad)
+                for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
+    if all(c == per_axis[i][0] for i, cs in enumerate(per_axis) for c in cs):
+        return b.div(y, float(prod(cs[0] for cs in per_axis)))
+    div = None
+    for i, cs in enumerate(per_axis):
+        c = b.broadcast_in_dim(b.constant(np.asarray(cs, dtype=x.dtype), (len(cs),), x.dtype), out, [2 + i])
+        div = c if div is None else b.mul(div, c)
+    return b.div(y, div)
+
+
+# --- Pooling gradient ---
+def _pool_geometry(p: PoolingParam, xshape, out):
+    """Forward's (kernel, stride, pad, used input extent, high pad) per spatial axis."""
+    kernel, stride, pad = p.window(xshape)
+    in_sp = xshape[2:]
+    used = [min(xi, (o - 1) * s + k - q) for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
+    hi = [max((o - 1) * s + k - xi - q, 0) for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
+    return kernel, stride, pad, used, hi
+
+
+def _spread_windows(b, t, kernel, stride, padded_sp):
+    """sum over the windows covering each (padded) input position of t (shape out):
+    t dilated by the stride, then a unit-stride window sum."""
+    nd = len(kernel)
+    dil = [(o - 1) * s + 1 for o, s in zip(t.shape[2:], stride)]
+    tp = b.pad(t, 0.0, [0, 0] + [k - 1 for k in kernel], [0, 0] + [L - D for L, D in zip(padded_sp, dil)],
+               [0, 0] + [s - 1 for s in stride])
+    return b.reduce_window(tp, "add", (1, 1) + tuple(kernel), (1,) * (nd + 2), [(0, 0)] * (nd + 2),
+                           tuple(t.shape[:2]) + tuple(padded_sp))
+
+
+def _max_pool_scatter_tiled(b, xp, g, kernel):
+    """Non-overlapping windows tiling xp: split each spatial axis into (out, kernel), mark the
+    first maximum of each window (smallest row-major offset), and route g there."""
+    nd = len(kernel)
+    out = g.shape
+    split = tuple(out[:2]) + tuple(d for o, k in zip(out[2:], kernel) for d in (o, k))
+    inner = [3 + 2 * i for i in range(nd)]
+    outer = [0, 1] + [2 + 2 * i for i in range(nd)]
+    xs = b.reshape(xp, split)
+    y = b.reduce(xs, inner, "max")
+    eq = b.compare(xs, b.broadcast_in_dim(y, split, outer), "EQ")
+    pos = None     # row-major offset inside the window
+    for i, k in enumerate(kernel):
+        term = b.iota(split, inner[i], "int32")
+        stride_i = int(np.prod(kernel[i + 1:])) if i + 1 < nd else 1
+        term = b.mul(term, stride_i) if stride_i != 1 else term
+        pos = term if pos is None else b.add(pos, term)
+    big = b.full_like(pos, int(np.prod(kernel)))
+    first = b.reduce(b.select(eq, pos, big), inner, "min")
+    hit = b.compare(pos, b.broadcast_in_dim(first, split, outer), "EQ")
+    gs = b.broadcast_in_dim(g, split, outer)
+    return b.reshape(b.select(hit, gs, b.full_like(gs, 0.0)), xp.shape)
+
+
+def _max_pool_scatter(b, xp, g, kernel, stride):
+    """Each window's g goes to the first maximum of the (-inf padded) input xp, as MXNet's
+    pool.h: per kernel offset, a strided slice compared with the window max picks where g goes;
+    the K picks (batch and channel merged, K as features) go back to input positions by one
+    transposed convolution with a one-hot kernel.  (IREE 3.13 does not compile select_and_scatter
+    with overlapping windows, nor a sum of interior-padded slices.)"""
+    nd = len(kernel)
+    out = g.shape
+    if tuple(kernel) == tuple(stride) and all(L == o * k for L, o, k in zip(xp.shape[2:], out[2:], kernel)):
+        return _max_pool_scatter_tiled(b, xp, g, kernel)
+    nc = out[0] * out[1]
+    y = b.reduce_window(xp, "max", (1, 1) + tuple(kernel), (1, 1) + tuple(stride), [(0, 0)] * (nd + 2), out)
+    zero = b.full_like(g, 0.0)
+    offsets = list(itertools.product(*[range(k) for k in kernel]))
+    taken, picks = None, []
+    for off in offsets:
+        limit = tuple(out[:2]) + tuple(f + (o - 1) * s + 1 for f, o, s in zip(off, out[2:], stride))
+        eq = b.compare(b.slice(xp, [0, 0] + list(off), limit, (1, 1) + tuple(stride)), y, "EQ")
+        if taken is None:
+            taken = eq
+        else:
+            eq = b.op("stablehlo.and", [eq, b.op("stablehlo.not", [taken], taken.shape)], eq.shape)
+            taken = b.op("stablehlo.or", [taken, eq], eq.shape)
+        picks.append(b.reshape(b.select(eq, g, zero), (nc, 1) + tuple(out[2:])))
+    m = b.concatenate(picks, 1)                                   # (N*C, K, o...)
+    # w[0, j, t] = 1 where t = k-1-j (flipped, as a transposed convolution)
+    w = np.zeros((1, len(offsets)) + tuple(kernel), dtype=g.dtype)
+    for j, off in enumerate(offsets):
+        w[(0, j) + tuple(k - 1 - f for k, f in zip(kernel, off))] = 1
+    wv = b.constant(w, w.shape, g.dtype)
+    dil = [(o - 1) * s + 1 for o, s in zip(out[2:], stride)]
+    pads = [(k - 1, L - d) for k, L, d in zip(kernel, xp.shape[2:], dil)]
+    r = b.convolution(m, wv, (nc, 1) + tuple(xp.shape[2:]), (1,) * nd, pads, tuple(stride), (1,) * nd, 1,
+                      conv_spec(nd))
+    return b.reshape(r, xp.shape)
+
+
+@differentiable(Pooling, lambda p: ["ograd0", "in0", "out0"] if p.pool_type == "lp"
+                else (["ograd0", "in0"] if p.pool_type == "max" else ["ograd0"]))
+def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
+    b = ctx.b
+    xshape, out = tuple(ctx.fwd_in_shapes[0]), tuple(ctx.fwd_out_shapes[0])
+    kernel, stride, pad, used, hi = _pool_geometry(p, xshape, out)
+    nd = len(kernel)
+    padded = [q + u + h for q, u, h in zip(pad, used, hi)]
+    crop = lambda v: b.slice(v, [0] * v.ndim, tuple(v.shape[:2]) + tuple(used)) \
+        if tuple(v.shape[2:]) != tuple(used) else v  # noqa: E731
+    if p.pool_type == "max":
+        # IREE 3.13 on Vulkan miscompiles this rule fused with a producing convolution (LeNet's conv
+        # data gradient arrives shifted by a row): keep g a materialized tensor
+        g = b.op("stablehlo.optimization_barrier", [g], g.shape)
+        dxp = _max_pool_scatter(b, b.pad(crop(x), -math.inf, [0, 0] + list(pad), [0, 0] + list(hi)), g,
+                                kernel, stride)
+    elif p.pool_type == "lp":
+        pv = p.p_value
+        t = g if pv == 1 else b.div(g, y if pv == 2 else b.pow(y, float(pv - 1)))
+        dxp = _spread_windows(b, t, kernel, stride, padded)
+    else:
+        t = g
+        if p.pool_type == "avg":
+            include_pad = p.count_include_pad is None or p.count_include_pad
+            per_axis = [_pool_counts(xi, o, k, s, q, include_pad)
+                        for xi, o, k, s, q in zip(xshape[2:], out[2:], kernel, stride, pad)]
+            for i, cs in enumerate(per_axis):
+                c = b.broadcast_in_dim(b.constant(np.asarray(cs, dtype=g.dtype), (len(cs),), g.dtype), out, [2 + i])
+                t = b.div(t, c)
+        dxp = _spread_windows(b, t, kernel, stride, padded)
+    dx = b.slice(dxp, [0, 0] + list(pad), tuple(out[:2]) + tuple(q + u for q, u in zip(pad, used)))
+    if p.pool_type == "lp" and p.p_value != 1:
+        xc = crop(x)
+        dx = b.mul(dx, xc if p.p_value == 2 else b.pow(xc, float(p.p_value - 1)))
+    if tuple(used) != tuple(xshape[2:]):
+        dx = b.pad(dx, 0.0, [0] * (nd + 2), [0, 0] + [xi - u for xi, u in zip(xshape[2:], used)])
+    return [dx]
+
+
+# --- Pooling channels-last (passes.layout): tiled and global 2-D pooling of NHWC values
+def _tiled_pool(p, shape) -> bool:
+    """2-D max/avg/sum pooling whose windows tile the input (kernel == stride, no padding):
+    LeNet's 2x2/2 pools."""
+    if p.global_pool or len(p.kernel) != 2 or p.pool_type not in ("max", "avg", "sum") or shape is None \
+            or p.layout not in (None, "NCHW"):
+        return False
+    stride = tuple(p.stride) if p.stride else (1, 1)
+    pad = tuple(p.pad) if p.pad else (0, 0)
+    fits = p.pooling_convention == "valid" or all(d % k == 0 for d, k in zip(shape[2:], p.kernel))
+    return tuple(p.kernel) == stride and pad == (0, 0) and fits and p.pooling_convention != "same"
+
+
+def _global_pool(p) -> bool:
+    return p.global_pool and len(p.kernel or (0, 0)) in (0, 2) and p.pool_type in ("avg", "sum") \
+        and p.layout in (None, "NCHW")
+
+
+def _tiles(b: Emitter, x: Value, kernel) -> tuple[Value, tuple[int, ...]]:
+    """NHWC ``x`` cropped to whole windows and split (N, OH, KH, OW, KW, C)."""
+    n, h, w, c = x.shape
+    oh, ow = h // kernel[0], w // kernel[1]
+    if (oh * kernel[0], ow * kernel[1]) != (h, w):
+        x = b.slice(x, (0, 0, 0, 0), (n, oh * kernel[0], ow * kernel[1], c))
+    split = (n, oh, kernel[0], ow, kernel[1], c)
+    return b.reshape(x, split), split
+
+
+def tiled_pool(b: Emitter, p, x: Value) -> Value:
+    xs, _ = _tiles(b, x, p.kernel)
+    if p.pool_type == "max":
+        return b.reduce(xs, [2, 4], "max")
+    y = b.reduce(xs, [2, 4], "add")
+    return b.div(y, float(p.kernel[0] * p.kernel[1])) if p.pool_type == "avg" else y
+
+
+def tiled_pool_grad(b: Emitter, p, g: Value, g_nhwc: bool, x: Value | None, x_logical) -> Value:
+    """d input (NHWC): each window's g to its first maximum (MXNet's pool.h), or spread evenly."""
+    g = g if g_nhwc else b.transpose(g, TO_NHWC)
+    n, c, h, w = x_logical
+    kh, kw = p.kernel
+    oh, ow = h // kh, w // kw
+    split = (n, oh, kh, ow, kw, c)
+    outer = [0, 1, 3, 5]
+    gs = b.broadcast_in_dim(g, split, outer)
+    if p.pool_type == "max":
+        xs, _ = _tiles(b, x, p.kernel)
+        eq = b.compare(xs, b.broadcast_in_dim(b.reduce(xs, [2, 4], "max"), split, outer), "EQ")
+        pos = b.add(b.mul(b.iota(split, 2, "int32"), kw), b.iota(split, 4, "int32"))   # row-major in the window
+        first = b.reduce(b.select(eq, pos, b.full_like(pos, kh * kw)), [2, 4], "min")
+        hit = b.compare(pos, b.broadcast_in_dim(first, split, outer), "EQ")
+        dx = b.select(hit, gs, b.full_like(gs, 0.0))
+    else:
+        dx = b.div(gs, float(kh * kw)) if p.pool_type == "avg" else gs
+    dx = b.reshape(dx, (n, oh * kh, ow * kw, c))
+    if (oh * kh, ow * kw) != (h, w):
+        dx = b.pad(dx, 0.0, (0, 0, 0, 0), (0, h - oh * kh, w - ow * kw, 0))
+    return dx
+
+
+def global_pool(b: Emitter, p, x: Value) -> Value:
+    """Global avg/sum pooling of NHWC ``x``: (N, C, 1, 1) is NHWC and NCHW at once."""
+    n, h, w, c = x.shape
+    y = b.reduce(x, [1, 2], "add")
+    if p.pool_type == "avg":
+        y = b.div(y, float(h * w))
+    return b.reshape(y, (n, c, 1, 1))
+
+
+def global_pool_grad(b: Emitter, p, g: Value, x_logical) -> Value:
+    n, c, h, w = x_logical
+    dx = b.broadcast_in_dim(b.reshape(g, (n, c)), (n, h, w, c), [0, 3])
+    return b.div(dx, float(h * w)) if p.pool_type == "avg" else dx
+
+
+@lays_out(Pooling)
+def _pool_layout(q: LayoutQuery) -> ChannelsLast | None:
+    p = q.params
+    if _tiled_pool(p, q.shapes[0]) and q.nhwc[0]:
+        return ChannelsLast("tiled_pool", first_nhwc(q.num_outputs), lower=_tiled_pool_lower)
+    if _global_pool(p) and q.nhwc[0]:
+        return ChannelsLast("global_pool", first_nhwc(q.num_outputs, False), lower=_global_pool_lower)
+    return None
+
+
+def _tiled_pool_lower(ctx, p: PoolingParam, x):
+    return [tiled_pool(ctx.b, p, x)] + [None] * (len(ctx.out_shapes) - 1)
+
+
+def _global_pool_lower(ctx, p: PoolingParam, x):
+    return [global_pool(ctx.b, p, x)] + [None] * (len(ctx.out_shapes) - 1)
+
+
+@lays_out(Pooling.backward)
+def _pool_grad_layout(q: LayoutQuery) -> ChannelsLast | None:
+    """NHWC where forward's input was; the forward input's shape decides tiling."""
+    p = q.params
+    fwd_shape = q.fwd_in_shapes[0] if q.fwd_in_shapes else None
+    if _tiled_pool(p, fwd_shape) and q.fwd_in_nhwc[0] and (p.pool_type != "max" or q.nhwc[1]):
+        # an NCHW g is transposed (small, unfenced)
+        return ChannelsLast("tiled_pool_grad", first_nhwc(q.num_outputs), lower=_tiled_pool_grad_lower)
+    if _global_pool(p) and q.fwd_in_nhwc[0]:
+        return ChannelsLast("global_pool_grad", first_nhwc(q.num_outputs), lower=_global_pool_grad_lower)
+    return None
+
+
+def _tiled_pool_grad_lower(ctx, p: PoolingParam, g, x=None):
+    x = x if p.pool_type == "max" else None
+    return [tiled_pool_grad(ctx.b, p, g, ctx.in_nhwc[0], x, ctx.fwd_in_shapes[0])]
+
+
+def _global_pool_grad_lower(ctx, p: PoolingParam, g):
+    return [global_pool_grad(ctx.b, p, g, ctx.fwd_in_shapes[0])]
+
+
+# --- UpSampling (src/operator/nn/upsampling.cc) ---
+@dataclass(frozen=True)
+class UpSamplingParam:
+    scale: int
+    num_args: int
+    sample_type: Literal["nearest", "bilinear"] = "nearest"
+    num_filter: int = 0
+    multi_input_mode: Literal["concat", "sum"] = "concat"
+    workspace: int = 512
+
+
+def _upsampling_shape(p: UpSamplingParam, ins, outs):
+    ins = list(ins)
+    if p.sample_type == "bilinear":
+        d = ins[0]
+        if not known(d):
+            return ins, outs
+        k = 2 * p.scale - p.scale % 2
+        ins[1] = (d[1], 1, k, k)
+        return ins, [(d[0], d[1], d[2] * p.scale, d[3] * p.scale)]
+    if not all(known(s) for s in ins):
+        return ins, outs
+    oh, ow = ins[0][2] * p.scale, ins[0][3] * p.scale
+    c = sum(s[1] for s in ins) if p.multi_input_mode == "concat" else ins[0][1]
+    return ins, [(ins[0][0], c, oh, ow)]
+
+
+UpSampling = define(
+    "UpSampling", params=UpSamplingParam, variadic="num_args",
+    infer_shape=_upsampling_shape, infer_type=same_dtype)
+# bilinear takes (data, weight): a fixed pair, not a variadic list
+UpSampling.input_names = lambda p: (["data", "weight"] if p.sample_type == "bilinear"  # type: ignore[method-assign]
+                                    else [f"arg{i}" for i in range(p.num_args)])
+
+
+def _upsample_nearest(b, x, s: int):
+    n, c, h, w = x.shape
+    y = b.broadcast_in_dim(x, (n, c, h, s, w, s), [0, 1, 2, 4])
+    return b.reshape(y, (n, c, h * s, w * s))
+
+
+@lowers(UpSampling)
+def _upsampling_lower(ctx, p: UpSamplingParam, *xs):
+    b = ctx.b
+    out = ctx.out_shapes[0]
+    if p.sample_type == "bilinear":  # MXNet: a grouped Deconvolution with the given weight
+        x, w = xs
+        k, s = 2 * p.scale - p.scale % 2, p.scale
+        q = int(math.ceil((p.scale - 1) / 2))
+        return transposed_conv(b, x, w, out, (k, k), (s, s), (1, 1), (q, q), x.shape[1])
+    # each input is scaled to the output size (scale_i = out_h / h_i)
+    ups = [_upsample_nearest(b, x, out[2] // x.shape[2]) for x in xs]
+    if p.multi_input_mode == "sum":
+        y = ups[0]
+        for u in ups[1:]:
+            y = b.add(y, u)
+        return y
+    return b.concatenate(ups, 1)
+
+
+@differentiable(UpSampling, lambda p: ["ograd0", "in0", "in1"] if p.sample_type == "bilinear" else ["ograd0"])
+def _upsampling_grad(ctx, p: UpSamplingParam, g, x=None, w=None):
+    b = ctx.b
+    if p.sample_type == "bilinear":
+        k, s = 2 * p.scale - p.scale % 2, p.scale
+        q = int(math.ceil((p.scale - 1) / 2))
+        c = x.shape[1]
+        dx = deconv_data_grad(b, g, w, x.shape, (k, k), (s, s), (1, 1), (q, q), c)
+        dw = conv_weight_grad(b, g, x, (k, k), (s, s), (1, 1), (q, q), c)
+        return [dx, dw]
+    grads, c0 = [], 0
+    n, _, oh, ow = g.shape
+    for shape in ctx.fwd_in_shapes:
+        c, h, w_ = shape[1], shape[2], shape[3]
+        part = g
+        if p.multi_input_mode == "concat":
+            part = b.slice(g, [0, c0, 0, 0], (n, c0 + c, oh, ow))
+            c0 += c
+        s = oh // h
+        blocks = b.reshape(part, (n, c, h, s, w_, s))
+        grads.append(b.reduce(blocks, [3, 5], "add"))
+    return grads
