@@ -3,6 +3,7 @@
     python benchmarks/run.py                      # everything; rewrites docs/BENCHMARKS.md's table + plot
     python benchmarks/run.py --systems aotexec    # aotexec only (no virtualenvs)
     python benchmarks/run.py --quick              # fewer rounds, for a look
+    python benchmarks/run.py --zoo [--nets resnet18_v1,...] [--quick]   # the Gluon model zoo (zoo_run.py)
 
 One invocation starts a worker process per system configuration (benchmarks/worker.py,
 each under its own virtualenv and environment), sets every (net, mode) up and
@@ -22,6 +23,8 @@ import datetime as _dt
 import json
 import os
 import platform
+import select
+import signal
 import statistics
 import subprocess
 import sys
@@ -47,6 +50,10 @@ class WorkerError(RuntimeError):
         self.first_line = " ".join(lines[:2])[:300]
 
 
+class WorkerTimeout(WorkerError):
+    """A request ran past its time limit; the worker (and its process group) was killed."""
+
+
 @dataclass
 class Config:
     label: str  # e.g. "mxnet omp2 nofuse"
@@ -59,40 +66,68 @@ class Config:
 
     def start(self) -> None:
         env = {**os.environ, **self.env}
+        # its own process group: a timeout kills the worker and whatever it started (iree-compile)
         self.proc = subprocess.Popen([self.python, str(HERE / "worker.py"), self.system], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL if not VERBOSE else None,
-                                     text=True, env=env, cwd=str(ROOT))
+                                     text=True, env=env, cwd=str(ROOT), start_new_session=True)
         self.info = self.ask("hello")
 
-    def ask(self, op: str, **kw) -> dict:
+    def ask(self, op: str, timeout: float | None = None, **kw) -> dict:
+        """Send one request and wait for its answer; past ``timeout`` seconds kill the worker
+        (WorkerTimeout: ``restart()`` before asking again)."""
         assert self.proc and self.proc.stdin and self.proc.stdout
+        if not self.alive():
+            raise WorkerError(f"worker '{self.label}' is not running (op {op})", "worker not running")
         self.proc.stdin.write(json.dumps({"op": op, **kw}) + "\n")
         self.proc.stdin.flush()
+        if timeout is not None and not select.select([self.proc.stdout], [], [], timeout)[0]:
+            self.kill()
+            raise WorkerTimeout(f"worker '{self.label}' timed out on {op} {kw} after {timeout:.0f} s",
+                                f"timed out after {timeout:.0f} s")
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"worker '{self.label}' died (op {op}); rerun with -v to see its stderr")
+            raise WorkerError(f"worker '{self.label}' died (op {op}); rerun with -v to see its stderr",
+                              f"worker died (exit {self.proc.poll()})")
         res = json.loads(line)
         if not res.get("ok"):
             raise WorkerError(f"worker '{self.label}' failed {op} {kw}: {res.get('error')}\n{res.get('traceback', '')}",
                               res.get("error", ""))
         return res
 
-    def stop(self) -> None:
+    def kill(self) -> None:
+        """SIGKILL the worker's process group (compiler children included) and reap it."""
         if self.proc and self.proc.poll() is None:
             try:
-                self.ask("quit")
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def alive(self) -> bool:
+        return bool(self.proc and self.proc.poll() is None)
+
+    def stop(self) -> None:
+        if self.alive():
+            try:
+                self.ask("quit", timeout=10)
             except Exception:
                 pass
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                self.kill()
 
 
 VERBOSE = False
 
 
-def configs_for(systems: list[str], mx_python: str | None, torch_python: str | None) -> list[Config]:
+def configs_for(systems: list[str], mx_python: str | None, torch_python: str | None,
+                only: list[str] | None = None) -> list[Config]:
+    """Worker configurations of ``systems``; ``only``: keep these labels (``--configs``)."""
+    return [c for c in _configs(systems, mx_python, torch_python) if not only or c.label in only]
+
+
+def _configs(systems: list[str], mx_python: str | None, torch_python: str | None) -> list[Config]:
     out = []
     if "aotexec" in systems:
         out.append(Config("aotexec", "aotexec", modes=("infer", "train", "train_fused")))
@@ -105,10 +140,16 @@ def configs_for(systems: list[str], mx_python: str | None, torch_python: str | N
             out.append(Config(label, "mxnet", env, python=mx_python))
     if "torch" in systems:
         out.append(Config("torch", "torch", python=torch_python))
+    if "onnxruntime" in systems:  # the model-zoo run only (the torch venv)
+        out.append(Config("onnxruntime", "onnxruntime", modes=("infer",), python=torch_python))
     return out
 
 
 # --------------------------------------------------------------------------- helpers
+def split_list(s: str | None) -> list[str]:
+    return [x.strip() for x in (s or "").split(",") if x.strip()]
+
+
 def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -162,12 +203,14 @@ def machine() -> dict:
     return info
 
 
-def fresh(cfg_python: str, system: str, env: dict, ops: list[tuple[str, dict]]) -> list[dict]:
-    """Run ``ops`` in a fresh worker process (for cold/cached bind times, load times, memory)."""
+def fresh(cfg_python: str, system: str, env: dict, ops: list[tuple[str, dict]],
+          timeout: float | None = None) -> list[dict]:
+    """Run ``ops`` in a fresh worker process (for cold/cached bind times, load times, memory);
+    ``timeout``: seconds per op (WorkerTimeout, the process group killed)."""
     c = Config("fresh", system, env, python=cfg_python)
     c.start()
     try:
-        return [c.ask(op, **kw) for op, kw in ops]
+        return [c.ask(op, timeout=timeout, **kw) for op, kw in ops]
     finally:
         c.stop()
 
@@ -204,20 +247,27 @@ def cross_check(cfgs: list[Config], net_names: list[str]) -> dict:
     return out
 
 
-def timing(cfgs: list[Config], net_names: list[str], args, errors: dict) -> dict:
-    tasks = [(n, m) for n in net_names for m in ("infer", "train", "train_fused")]
+def timing(cfgs: list[Config], tasks: list[tuple[str, str]], args, errors: dict) -> dict:
+    """Interleaved rounds over ``tasks`` ((net, mode) pairs); a slice that fails marks its
+    configuration's row in ``errors`` and the rest goes on."""
     slices: dict[str, list[dict]] = {}
     for r in range(args.rounds):
         if args.idle_between_rounds and load1() >= args.idle:
             wait_idle(args.idle, args.idle_between_rounds)
         for ti, (net, mode) in enumerate(tasks):
-            runnable = [c for c in cfgs if mode in c.modes and f"{net}/{mode}/{c.label}" not in errors]
+            runnable = [c for c in cfgs if mode in c.modes and f"{net}/{mode}/{c.label}" not in errors
+                        and c.alive()]
             if not runnable:
                 continue
             k = (r + ti) % len(runnable)
             for c in runnable[k:] + runnable[:k]:  # rotate who goes first
-                res = c.ask("run", net=net, mode=mode, seconds=args.seconds,
-                            min_iters=args.min_iters, max_iters=args.max_iters)
+                try:
+                    res = c.ask("run", net=net, mode=mode, seconds=args.seconds,
+                                min_iters=args.min_iters, max_iters=args.max_iters)
+                except WorkerError as e:
+                    errors[f"{net}/{mode}/{c.label}"] = e.first_line
+                    log(f"FAILED timing {net}/{mode}/{c.label}: {e.first_line}")
+                    continue
                 slices.setdefault(f"{net}/{mode}/{c.label}", []).append(res)
         log(f"round {r + 1}/{args.rounds} done (load {load1():.2f})")
     return {k: summarize(v) for k, v in slices.items()}
@@ -469,15 +519,27 @@ def plot(results: dict, net_names: list[str], path: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     global VERBOSE
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--systems", default="aotexec,mxnet,torch", help="comma list of aotexec, mxnet, torch")
+    p.add_argument("--zoo", action="store_true",
+                   help="the Gluon model-zoo benchmark (benchmarks/zoo_run.py): zoo nets + the classic three, "
+                        "aotexec / MXNet / PyTorch / ONNX Runtime, compile times and MLIR sizes")
+    p.add_argument("--systems", default=None,
+                   help="comma list of aotexec, mxnet, torch (--zoo: also onnxruntime; default all)")
+    p.add_argument("--configs", default=None,
+                   help="comma list of configuration labels to keep (e.g. 'aotexec,mxnet omp2,torch')")
     p.add_argument("--no-foreign", action="store_true", help="aotexec only: no MXNet/PyTorch, no virtualenvs")
-    p.add_argument("--nets", default=",".join(nets.BENCH_NETS), help=f"comma list of {', '.join(nets.NETS)}")
-    p.add_argument("--rounds", type=int, default=10)
-    p.add_argument("--seconds", type=float, default=0.3, help="time per system per case per round")
-    p.add_argument("--min-iters", type=int, default=3)
+    p.add_argument("--nets", default=None,
+                   help=f"comma list of {', '.join(nets.NETS)} (--zoo: also zoo models; default all)")
+    p.add_argument("--rounds", type=int, default=None, help="default 10 (--zoo: 5)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="time per system per case per round (default 0.3; --zoo: 1.0)")
+    p.add_argument("--min-iters", type=int, default=None, help="steps per slice at least (default 3; --zoo: 2)")
     p.add_argument("--max-iters", type=int, default=100000)
-    p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--quick", action="store_true", help="3 rounds of 0.15 s, no cold compiles")
+    p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default 20; --zoo: 3)")
+    p.add_argument("--quick", action="store_true",
+                   help="3 rounds of 0.15 s, no cold compiles (--zoo: 2 rounds of 0.3 s, cold compiles kept)")
+    p.add_argument("--compile-timeout", type=float, default=300,
+                   help="--zoo: seconds one aotexec bind + first step (compile) may take; a row past it "
+                        "is reported as timed out")
     p.add_argument("--idle", type=float, default=1.0, help="wait for the 1-min load average to drop below this")
     p.add_argument("--wait", type=float, default=300, help="seconds to wait for an idle machine before starting")
     p.add_argument("--idle-between-rounds", type=float, default=0,
@@ -488,15 +550,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-check", action="store_true", help="skip the cross-check of outputs and gradients")
     p.add_argument("--mxnet-python", help="use this interpreter for MXNet (else .bench-venvs/mxnet, created)")
     p.add_argument("--torch-python", help="use this interpreter for PyTorch (else .bench-venvs/torch, created)")
-    p.add_argument("--results", default=str(HERE / "results" / "latest.json"))
+    p.add_argument("--results", default=None, help="default benchmarks/results/latest.json (--zoo: zoo-latest.json)")
     p.add_argument("--markdown", default=str(ROOT / "docs" / "BENCHMARKS.md"))
-    p.add_argument("--plot", default=str(ROOT / "docs" / "benchmarks.png"))
+    p.add_argument("--plot", default=None, help="default docs/benchmarks.png (--zoo: docs/benchmarks-zoo.png)")
     p.add_argument("--no-docs", action="store_true", help="write only the results JSON")
     p.add_argument("--report-only", action="store_true",
                    help="measure nothing: rewrite the tables and plot from --results")
     p.add_argument("-v", "--verbose", action="store_true", help="show the workers' stderr")
     args = p.parse_args(argv)
     VERBOSE = args.verbose
+    if args.zoo:
+        import zoo_run
+        return zoo_run.main(args, p)
+    classic = {"systems": "aotexec,mxnet,torch", "nets": ",".join(nets.BENCH_NETS), "rounds": 10, "seconds": 0.3,
+               "min_iters": 3, "warmup": 20, "results": str(HERE / "results" / "latest.json"),
+               "plot": str(ROOT / "docs" / "benchmarks.png")}
+    for k, v in classic.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
     if args.report_only:
         results = json.loads(Path(args.results).read_text())
         names = [n for n in nets.NETS if any(k.startswith(n + "/") for k in results.get("timing", {}))]
@@ -523,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = wait_idle(args.idle, args.wait)
     results: dict = {"started": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": machine(),
                      "load_start": load_start, "args": vars(args), "goal": GOAL}
-    cfgs = configs_for(systems, mx_py, torch_py)
+    cfgs = configs_for(systems, mx_py, torch_py, split_list(args.configs))
     try:
         for c in cfgs:
             c.start()
@@ -547,7 +618,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_check:
             results["cross_check"] = cross_check(cfgs, net_names)
         if not args.no_timing:
-            results["timing"] = timing(cfgs, net_names, args, results["errors"])
+            tasks = [(n, m) for n in net_names for m in ("infer", "train", "train_fused")]
+            results["timing"] = timing(cfgs, tasks, args, results["errors"])
     finally:
         for c in cfgs:
             c.stop()

@@ -5,7 +5,9 @@ numpy never meets aotexec's:
 
 - ``mxnet``: ``mxnet==1.9.1`` with ``numpy==1.23.5`` (MXNet 1.9.1 breaks on numpy >= 1.24);
 - ``torch``: ``torch==2.13.0`` (exact pin: pip takes the CPU wheel from local disk;
-  an unpinned torch would pull a multi-GB CUDA build) and numpy.
+  an unpinned torch would pull a multi-GB CUDA build), ``torchvision==0.28.0`` (the release
+  made for torch 2.13.0: the model zoo's architectures), ``onnx`` + ``onnxruntime`` (the zoo's
+  ONNX Runtime row: ``torch.onnx.export`` needs onnx) and numpy.
 """
 from __future__ import annotations
 
@@ -20,12 +22,20 @@ VENV_DIR = Path(os.environ.get("AOTEXEC_BENCH_VENVS", ROOT / ".bench-venvs"))
 
 REQUIREMENTS = {
     "mxnet": ["mxnet==1.9.1", "numpy==1.23.5"],
-    "torch": ["torch==2.13.0", "numpy"],
+    "torch": ["torch==2.13.0", "torchvision==0.28.0", "onnx", "onnxruntime", "numpy"],
 }
+# PyPI's torchvision 0.28.0 is a CUDA build: its C++ ops (_C.so) need libtorch_cuda, which the CPU
+# torch lacks, and `import torchvision` then fails registering fake kernels for them. The model
+# definitions are pure Python, so the zoo skips that one module (no detection ops are used).
+TORCHVISION_SHIM = ("sys.modules.setdefault('torchvision._meta_registrations', "
+                    "types.ModuleType('torchvision._meta_registrations'))")
 # a probe that must succeed for the venv to count as ready
 PROBES = {
     "mxnet": "import mxnet, numpy; assert mxnet.__version__ == '1.9.1', mxnet.__version__",
-    "torch": "import torch, numpy; assert torch.__version__.startswith('2.13.0'), torch.__version__",
+    "torch": "import sys, types, torch, onnx, onnxruntime, numpy; "
+             f"{TORCHVISION_SHIM}; import torchvision.models; "
+             "assert torch.__version__.startswith('2.13.0'), torch.__version__; "
+             "assert torchvision.__version__.startswith('0.28.0'), torchvision.__version__",
 }
 
 

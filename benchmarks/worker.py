@@ -10,28 +10,37 @@ share a process (MXNet needs numpy 1.23, aotexec numpy 2).  Requests:
   {"op": "run", "net": N, "mode": M, "seconds": S, "min_iters": a, "max_iters": b}
         -> {"times": [seconds per step], "cpu_self": s, "cpu_machine": s, "wall": s}
   {"op": "check", "net": N}                        -> inference output and gradient norms (cross-check)
-  {"op": "bind_time", "net": N, "mode": M}         -> bind + first step, seconds (compile included)
+        (zoo: {"op": "check", "net": N, "train_net": T, "bind_missing": false} reuses set-up executors)
+  {"op": "bind_time", "net": N, "mode": M}         -> bind + first step, seconds (compile included;
+        aotexec also: peak RSS of the process and of its children, i.e. iree-compile, and cache hits)
   {"op": "memory", "net": N, "mode": M}            -> plan bytes / allocator peak (aotexec, mxnet)
+  {"op": "mlir_ops", "net": N, "mode": M}          -> StableHLO/CHLO ops aotexec emits, nothing compiled
+  {"op": "release", "net": N}                      -> drop N's executors / sessions (free memory)
   {"op": "compile_artifact", "net": N, "out": DIR} -> seconds (aotexec)
   {"op": "artifact_load", "path": DIR}             -> load, bind, first forward seconds (aotexec)
   {"op": "quit"}
 
+Nets: the classic ones of nets.py, or model-zoo cases ``MODEL:BATCH`` (zoo.py).
 Modes: "infer" (forward(is_train=False), grad_req 'null'), "train" (forward(is_train=True)
 + backward(), parameter gradients only), "train_fused" (aotexec: forward_backward()).
-Every step ends with its results ready (MXNet: waitall).  Usage:
+Every step ends with its results ready (MXNet: waitall).  Systems: aotexec, mxnet, torch,
+onnxruntime (inference only, on the graph torch.onnx.export writes).  Usage:
 ``python benchmarks/worker.py SYSTEM`` (stdout carries only protocol lines).
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
+import resource
 import sys
 import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nets  # noqa: E402
+import zoo  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -56,21 +65,63 @@ def _plan_bytes(debug: str) -> int | None:
 
 
 
-def bind_mxnet_style(mod, net: str, mode: str):
-    """The same executor through ``aotexec`` or ``mxnet`` (same API): parameter gradients only
-    when training, inputs and parameters from benchmark-nets.md's initialisation."""
+class NotAvailable(Exception):
+    """The system has no such net (e.g. torchvision lacks the architecture)."""
+
+
+def load_net(mod, net: str):
+    """(symbol, data, label, {param: array}, {aux: array}) of a classic net or a zoo case,
+    through ``aotexec`` or ``mxnet`` (same symbol API)."""
+    if zoo.is_case(net):
+        data, label = zoo.inputs(net)
+        return (zoo.symbol(mod.sym, net), data, label, *zoo.params(net))
     s = nets.symbol(mod.sym, net)
     args, aux = nets.shapes_of(s, net)
     data, label, params, auxv = nets.inputs_and_params(net, args, aux)
+    return s, data, label, params, auxv
+
+
+def bind_mxnet_style(mod, net: str, mode: str):
+    """The same executor through ``aotexec`` or ``mxnet`` (same API): parameter gradients only
+    when training, inputs and parameters from benchmark-nets.md's initialisation (classic nets)
+    or the model-zoo export (zoo cases)."""
+    s, data, label, params, auxv = load_net(mod, net)
+    args = s.list_arguments()
     req = "null" if mode == "infer" else {n: ("null" if n in ("data", "softmax_label") else "write") for n in args}
     ex = s.simple_bind(mod.cpu(), grad_req=req, data=data.shape, softmax_label=label.shape)
-    for n, v in params.items():
-        ex.arg_dict[n][:] = v
-    for n, v in auxv.items():
-        ex.aux_dict[n][:] = v
+    ex.copy_params_from({n: mod.nd.array(v, dtype=v.dtype) for n, v in params.items()},
+                        {n: mod.nd.array(v, dtype=v.dtype) for n, v in auxv.items()})
     ex.arg_dict["data"][:] = data
     ex.arg_dict["softmax_label"][:] = label
     return ex
+
+
+def check_mxnet_style(w, net: str, train_net: str | None, bind_missing: bool) -> dict:
+    """Inference output of ``net`` and parameter-gradient norms of ``train_net`` (default: net);
+    ``bind_missing=False`` uses only executors already set up (a zoo compile takes minutes)."""
+    def get(n, mode):
+        ex = w.execs.get((n, mode))
+        return ex if ex is not None or not bind_missing else w.bind(n, mode)
+
+    ex = get(net, "infer")
+    if ex is None:
+        raise KeyError(f"{net} infer is not set up")
+    out = ex.forward(is_train=False)[0].asnumpy()
+    tr, note = get(train_net or net, "train"), None
+    if tr is not None:
+        try:
+            tr.forward(is_train=True)
+            tr.backward()
+        except Exception as e:  # aotexec: compare through the fused step when backward() does not build
+            if not hasattr(w, "fused_check"):
+                raise
+            note = f"forward+backward failed ({type(e).__name__}); gradients from forward_backward()"
+            tr = w.fused_check(train_net or net)
+        w.wait()
+    grads = {} if tr is None else \
+        {n: float(np.linalg.norm(g.asnumpy())) for n, g in tr.grad_dict.items() if g is not None}
+    return {"out": out.ravel().tolist(), "grad_norms": grads, "note": note}
+
 
 class Base:
     system = "?"
@@ -115,6 +166,16 @@ class Base:
         self.steps.pop((net, mode), None)
         return r
 
+    def wait(self) -> None:
+        pass
+
+    def release(self, net: str) -> dict:
+        for store in (self.steps, self.state, getattr(self, "execs", {})):
+            for k in [k for k in store if k == net or (isinstance(k, tuple) and k[0] == net)]:
+                del store[k]
+        gc.collect()
+        return {}
+
 
 class Aotexec(Base):
     system = "aotexec"
@@ -151,21 +212,45 @@ class Aotexec(Base):
             return lambda: ex.forward_backward()
         raise KeyError(mode)
 
-    def check(self, net):
-        ex = self.execs.get((net, "infer")) or self.bind(net, "infer")
-        out = ex.forward(is_train=False)[0].asnumpy()
-        tr = self.execs.get((net, "train")) or self.bind(net, "train")
-        try:
-            tr.forward(is_train=True)
-            tr.backward()
-        except Exception as e:  # compare through the fused step when backward() does not build
-            note = f"forward+backward failed ({type(e).__name__}); gradients from forward_backward()"
-            tr = self.execs.get((net, "train_fused")) or self.bind(net, "train_fused")
-            tr.forward_backward()
+    def check(self, net, train_net=None, bind_missing=True):
+        return check_mxnet_style(self, net, train_net, bind_missing)
+
+    def fused_check(self, net):
+        tr = self.execs.get((net, "train_fused")) or self.bind(net, "train_fused")
+        tr.forward_backward()
+        return tr
+
+    def bind_time(self, net, mode):
+        """Bind + first step; the peak RSS of this process and of its waited-for children (with
+        AOTEXEC_COMPILE_MODE=subprocess: the largest iree-compile), and compile-cache hits."""
+        from aotexec.compiler import cache_stats
+        r = super().bind_time(net, mode)
+        kb = 1024  # ru_maxrss is in KiB on Linux
+        return {**r, "peak_rss_self": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * kb,
+                "peak_rss_children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * kb,
+                "cache": cache_stats()}
+
+    def mlir_ops(self, net, mode):
+        """Ops in the module a bind would compile (lines with ``= "stablehlo.`` / ``= "chlo.``),
+        emitted through the public pipeline as tests/test_emitted_mlir.py does: nothing compiled."""
+        from aotexec import pipeline
+        from aotexec.options import Options
+        from aotexec.pipeline.entry_points import resident_parameters
+        from aotexec.runtime.bind_args import bind_typing
+        s, data, label, _, _ = load_net(self.ax, net)
+        typing = bind_typing(s, {"data": data.shape, "softmax_label": label.shape}, {})
+        opts = Options.from_env()
+        args = s.list_arguments()
+        if mode == "infer":
+            modes, reqs, resident = ["forward_infer"], {n: "null" for n in args}, resident_parameters(s, typing)
         else:
-            note = None
-        grads = {n: float(np.linalg.norm(g.asnumpy())) for n, g in tr.grad_dict.items() if g is not None}
-        return {"out": out.ravel().tolist(), "grad_norms": grads, "note": note}
+            modes, resident = ["forward_train", "backward"], []
+            reqs = {n: ("null" if n in ("data", "softmax_label") else "write") for n in args}
+        t0 = time.perf_counter()
+        text, _ = pipeline.entry_points(s, typing, modes, reqs, opts.mirror,
+                                        channels_last=opts.layout == "nhwc", resident=resident)
+        ops = sum(1 for ln in text.splitlines() if '= "stablehlo.' in ln or '= "chlo.' in ln)
+        return {"ops": ops, "chars": len(text), "emit_s": time.perf_counter() - t0}
 
     def memory(self, net, mode):
         from aotexec.runtime.device import Device
@@ -232,14 +317,11 @@ class MXNet(Base):
             raise KeyError(mode)
         return step
 
-    def check(self, net):
-        ex = self.execs.get((net, "infer")) or self.bind(net, "infer")
-        out = ex.forward(is_train=False)[0].asnumpy()
-        tr = self.execs.get((net, "train")) or self.bind(net, "train")
-        tr.forward(is_train=True)
-        tr.backward()
-        grads = {n: float(np.linalg.norm(g.asnumpy())) for n, g in tr.grad_dict.items() if g is not None}
-        return {"out": out.ravel().tolist(), "grad_norms": grads}
+    def check(self, net, train_net=None, bind_missing=True):
+        return check_mxnet_style(self, net, train_net, bind_missing)
+
+    def wait(self):
+        self.mx.nd.waitall()
 
     def memory(self, net, mode):
         ex = self.execs.get((net, mode)) or self.bind(net, mode)
@@ -261,12 +343,7 @@ class Torch(Base):
         return self.torch.get_num_threads()
 
     def model(self, net):
-        torch = self.torch
-        # shapes from the spec via a throwaway numpy-only walk: reuse the MXNet names
-        args, aux = _torch_shapes(net)
-        data, label, params, auxv = nets.inputs_and_params(net, args, aux)
-        m = nets.torch_net(net, params, auxv)
-        return m, torch.from_numpy(data), torch.from_numpy(label.astype(np.int64))
+        return torch_model(net)
 
     def make(self, net, mode):
         torch = self.torch
@@ -299,6 +376,64 @@ class Torch(Base):
         m.train()
         F.cross_entropy(m(x), y, reduction="sum").backward()
         return {"out": out.ravel().tolist(), "grad_norms": _torch_grad_norms(net, m)}
+
+    def memory(self, net, mode):
+        return {}
+
+
+def torch_model(net: str):
+    """(module, data, label) in PyTorch: the classic nets with the spec's parameters, zoo cases
+    as torchvision's architecture with its own seeded init (NotAvailable where it has none)."""
+    import torch
+    if zoo.is_case(net):
+        m = zoo.torch_model(net)
+        if m is None:
+            raise NotAvailable(f"torchvision has no {zoo.parse(net)[0]}")
+        data, label = zoo.inputs(net)
+    else:
+        # shapes from the spec via a throwaway numpy-only walk: reuse the MXNet names
+        args, aux = _torch_shapes(net)
+        data, label, params, auxv = nets.inputs_and_params(net, args, aux)
+        m = nets.torch_net(net, params, auxv)
+    return m, torch.from_numpy(data), torch.from_numpy(label.astype(np.int64))
+
+
+class OnnxRuntime(Base):
+    """ONNX Runtime (CPU provider, all graph optimisations) on the graph ``torch.onnx.export``
+    writes from the PyTorch model (+ softmax); inputs and outputs bound once (IOBinding), so
+    no host copies are timed.  Inference only."""
+    system = "onnxruntime"
+
+    def __init__(self):
+        super().__init__()
+        import onnxruntime
+        self.ort = onnxruntime
+        self.n_threads = int(os.environ.get("ORT_THREADS", os.cpu_count() or 1))
+
+    def version(self):
+        return self.ort.__version__
+
+    def threads(self):
+        return self.n_threads
+
+    def make(self, net, mode):
+        if mode != "infer":
+            raise NotAvailable("ONNX Runtime runs inference only here")
+        ort = self.ort
+        m, x, _ = torch_model(net)
+        path = zoo.export_onnx(m, x, zoo.onnx_path(net))   # every run: the graph follows the code
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = self.n_threads
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        out_shape = (x.shape[0], sess.get_outputs()[0].shape[1])
+        io = sess.io_binding()
+        xin = ort.OrtValue.ortvalue_from_numpy(x.numpy())
+        out = ort.OrtValue.ortvalue_from_shape_and_type(out_shape, np.float32)
+        io.bind_ortvalue_input("data", xin)
+        io.bind_ortvalue_output("softmax", out)
+        self.state[net] = (sess, io, xin, out)
+        return lambda: sess.run_with_iobinding(io)
 
     def memory(self, net, mode):
         return {}
@@ -352,7 +487,7 @@ def _torch_grad_norms(net, m):
     return {n: float(p.grad.norm()) for n, p in zip(names, params)}
 
 
-SYSTEMS = {"aotexec": Aotexec, "mxnet": MXNet, "torch": Torch}
+SYSTEMS = {"aotexec": Aotexec, "mxnet": MXNet, "torch": Torch, "onnxruntime": OnnxRuntime}
 
 
 def main() -> int:
