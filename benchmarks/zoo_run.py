@@ -34,11 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
+import harness
 import nets
-import run
 import venvs
 import zoo
-from run import HERE, ROOT, WorkerError, WorkerTimeout, log, split_list
+from harness import HERE, ROOT, WorkerError, WorkerTimeout, log, split_list
 
 SYSTEMS = ("aotexec", "mxnet", "torch", "onnxruntime")
 BEGIN, END = "<!-- zoo:begin (written by benchmarks/run.py --zoo) -->", "<!-- zoo:end -->"
@@ -59,10 +59,10 @@ def title(net: str) -> str:
     return zoo.title(net) if zoo.is_case(net) else nets.TITLES[net]
 
 
-def configs(args, mx_py: str | None, torch_py: str | None, systems: list[str]) -> list[run.Config]:
+def configs(args, mx_py: str | None, torch_py: str | None, systems: list[str]) -> list[harness.Config]:
     """run.py's configurations less the aotexec variants (local-sync, fused step): a zoo compile
     takes minutes, and a second training entry point would double it."""
-    cfgs = run.configs_for(systems, mx_py, torch_py, split_list(args.configs))
+    cfgs = harness.configs_for(systems, mx_py, torch_py, split_list(args.configs))
     out = [c for c in cfgs if c.label != "aotexec local-sync"]
     for c in out:
         if c.label == "aotexec":
@@ -82,7 +82,7 @@ def cache_dir() -> Path:
 def ask_fresh(system: str, python: str, env: dict, ops: list[tuple[str, dict]], timeout: float) -> dict:
     """Run ``ops`` in one fresh worker: {op: answer or {"error": first line}}; an op past
     ``timeout`` kills the worker and ends the list (later ops read "skipped")."""
-    c = run.Config("fresh", system, env, python=python)
+    c = harness.Config("fresh", system, env, python=python)
     out: dict = {}
     try:
         c.start()
@@ -130,7 +130,7 @@ def compile_error(rec: dict | None) -> str | None:
     return None
 
 
-def compile_phase(rows: list[tuple[str, str]], args, mx: run.Config | None, results: dict) -> None:
+def compile_phase(rows: list[tuple[str, str]], args, mx: harness.Config | None, results: dict) -> None:
     for net, mode in rows:
         key = f"{net}/{mode}"
         if "aotexec" in args.system_list:
@@ -156,7 +156,7 @@ def mb(b) -> str:
 
 
 # --------------------------------------------------------------------------- set up, check, time
-def restart(c: run.Config, done: list[tuple[str, str]]) -> None:
+def restart(c: harness.Config, done: list[tuple[str, str]]) -> None:
     """A fresh worker for ``c`` with the rows it had set up (their compiles are cached); on
     failure ``c`` stays down and its remaining rows read as failed."""
     c.stop()
@@ -169,7 +169,7 @@ def restart(c: run.Config, done: list[tuple[str, str]]) -> None:
         c.kill()
 
 
-def setup_phase(cfgs: list[run.Config], rows: list[tuple[str, str]], args, results: dict) -> None:
+def setup_phase(cfgs: list[harness.Config], rows: list[tuple[str, str]], args, results: dict) -> None:
     errors = results["errors"]
     for c in cfgs:
         done: list[tuple[str, str]] = []
@@ -209,7 +209,7 @@ def compare(ref: dict, other: dict) -> dict:
             "max_rel_grad_norm_diff": d_grad, "grads_compared": len(common)}
 
 
-def cross_check(cfgs: list[run.Config], name: str, rows: list[tuple[str, str]], errors: dict) -> dict:
+def cross_check(cfgs: list[harness.Config], name: str, rows: list[tuple[str, str]], errors: dict) -> dict:
     """aotexec against each MXNet configuration (same weights; PyTorch too for the classic nets):
     softmax outputs of the first inference row, gradient norms of the training row."""
     ref_cfg = next((c for c in cfgs if c.label == "aotexec"), None)
@@ -241,7 +241,7 @@ def cross_check(cfgs: list[run.Config], name: str, rows: list[tuple[str, str]], 
     return out
 
 
-def release(cfgs: list[run.Config], rows: list[tuple[str, str]]) -> None:
+def release(cfgs: list[harness.Config], rows: list[tuple[str, str]]) -> None:
     for c in cfgs:
         for net in dict.fromkeys(n for n, _ in rows):
             if c.alive():
@@ -278,9 +278,9 @@ def main(args, parser) -> int:
                                      if {"torch", "onnxruntime"} & set(systems) else None)
     if models:
         zoo.ensure_exported(models, mx_py, log)
-    load_start = run.wait_idle(args.idle, args.wait)
+    load_start = harness.wait_idle(args.idle, args.wait)
     t_start = time.time()
-    results: dict = {"started": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": run.machine(),
+    results: dict = {"started": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "machine": harness.machine(),
                      "load_start": load_start, "args": {k: v for k, v in vars(args).items() if k != "system_list"},
                      "names": names, "rows": {n: rows_of(n) for n in names}, "compile": {}, "peer_bind": {},
                      "setup": {}, "errors": {}, "cross_check": {}, "timing": {}, "wall_s": {}}
@@ -303,7 +303,7 @@ def main(args, parser) -> int:
             if not args.no_check:
                 results["cross_check"][name] = cross_check(cfgs, name, rows, results["errors"])
             if not args.no_timing:
-                results["timing"].update(run.timing(cfgs, rows, args, results["errors"]))
+                results["timing"].update(harness.timing(cfgs, rows, args, results["errors"]))
             release(cfgs, rows)
             results["wall_s"][name] = time.time() - t0
             log(f"{name} done in {results['wall_s'][name]:.0f} s")
@@ -316,7 +316,7 @@ def main(args, parser) -> int:
 
 
 def save(results: dict, args, t_start: float) -> None:
-    results["load_end"] = run.load1()
+    results["load_end"] = harness.load1()
     results["total_wall_s"] = time.time() - t_start
     path = Path(args.results)
     path.parent.mkdir(parents=True, exist_ok=True)
