@@ -249,3 +249,14 @@ def timing(cfgs: list[Config], tasks: list[tuple[str, str]], args, errors: dict)
                 slices.setdefault(f"{net}/{mode}/{c.label}", []).append(res)
         log(f"round {r + 1}/{args.rounds} done (load {load1():.2f})")
     return {k: summarize(v) for k, v in slices.items()}
+
+
+def start_workers(cfgs: list[Config], results: dict) -> None:
+    """Start every configuration's worker and record its system version and thread count."""
+    for c in cfgs:
+        c.start()
+        log(f"worker {c.label}: {c.info['version']} (threads {c.info['threads']})")
+    results["versions"] = {}
+    for c in cfgs:
+        results["versions"].setdefault(c.system, c.info["version"])
+        results["versions"][f"threads ({c.label})"] = c.info["threads"]

@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import (  # noqa: E402
     GOAL, HERE, MODES, ROOT, Config, WorkerError, configs_for, cross_check, fresh, load1, log, machine, split_list,
-    timing, wait_idle)
+    start_workers, timing, wait_idle)
 import harness  # noqa: E402
 import nets  # noqa: E402
 import venvs  # noqa: E402
@@ -356,13 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                      "load_start": load_start, "args": vars(args), "goal": GOAL}
     cfgs = configs_for(systems, mx_py, torch_py, split_list(args.configs))
     try:
-        for c in cfgs:
-            c.start()
-            log(f"worker {c.label}: {c.info['version']} (threads {c.info['threads']})")
-        results["versions"] = {}
-        for c in cfgs:
-            results["versions"].setdefault(c.system, c.info["version"])
-            results["versions"][f"threads ({c.label})"] = c.info["threads"]
+        start_workers(cfgs, results)
         setup, errors = {}, {}
         for net in net_names:
             for c in cfgs:

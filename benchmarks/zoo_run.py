@@ -287,13 +287,7 @@ def main(args, parser) -> int:
     cfgs = configs(args, mx_py, torch_py, systems)
     mx_bind = next((c for c in cfgs if c.label == "mxnet"), None) if not args.no_compile else None
     try:
-        for c in cfgs:
-            c.start()
-            log(f"worker {c.label}: {c.info['version']} (threads {c.info['threads']})")
-        results["versions"] = {}
-        for c in cfgs:
-            results["versions"].setdefault(c.system, c.info["version"])
-            results["versions"][f"threads ({c.label})"] = c.info["threads"]
+        harness.start_workers(cfgs, results)
         for name in names:
             t0 = time.time()
             rows = rows_of(name)
