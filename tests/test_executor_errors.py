@@ -42,3 +42,12 @@ def test_error_case_matches_mxnet(case, ctx):
         assert isinstance(info.value, RuntimeError)
     if exp["raises"] and exp["exception_type"] in ("ValueError", "TypeError"):
         assert str(info.value) == exp["message"]
+
+
+def test_wrong_length_argument_list_is_mxnets_value_error():
+    """MXNet 1.9.1 (symbol.py, _get_ndarray_inputs): 'Length of %s does not match the number of arguments'."""
+    fc = ax.sym.FullyConnected(ax.sym.Variable("data"), num_hidden=2, name="fc")
+    with pytest.raises(ValueError, match=r"^Length of args does not match the number of arguments"):
+        fc.bind(ax.cpu(), [ax.nd.zeros((1, 3))])
+    with pytest.raises(ValueError, match=r"^Length of args_grad does not match the number of arguments"):
+        fc.bind(ax.cpu(), [ax.nd.zeros((1, 3)), ax.nd.zeros((2, 3)), ax.nd.zeros((2,))], args_grad=[ax.nd.zeros((1, 3))])

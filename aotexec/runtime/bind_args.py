@@ -58,8 +58,8 @@ def _arrays(given, names: list[str], ctx: Context, what: str, required: bool) ->
         return out
     if isinstance(given, (list, tuple)):
         if len(given) != len(names):
-            raise ValueError(f"Length of {what} do not match number of arguments: got {len(given)}, "
-                             f"expected {len(names)} ({', '.join(names)})")
+            raise ValueError(f"Length of {what} does not match the number of arguments (got {len(given)}, "
+                             f"expected {len(names)}: {', '.join(names)})")
         return {n: (None if a is None else _as_ndarray(a, ctx, f"{what}[{i}]"))
                 for i, (n, a) in enumerate(zip(names, given))}
     raise TypeError(f"Only accept list of NDArrays or dict of str to NDArray for `{what}`")
