@@ -12,7 +12,8 @@ import numpy as np
 
 from ..base import AotexecError
 from ..emitter import Emitter, Value
-from .conv import conv_spec, conv_weight_grad, deconv_data_grad, transposed_conv
+from .conv import conv_weight_grad, deconv_data_grad, transposed_conv
+from .conv_forms import convolution
 from .nhwc import TO_NHWC, ChannelsLast, LayoutQuery, first_nhwc
 from .params import Shape
 from .registry import define, differentiable, lays_out, lowers
@@ -142,10 +143,21 @@ def _pool_geometry(p: PoolingParam, xshape, out):
     return kernel, stride, pad, used, hi
 
 
+def _tiles_exactly(kernel, stride, out_sp, padded_sp) -> bool:
+    """Whether the windows tile the (padded) input: one window per kernel-sized block (global
+    pooling: one window)."""
+    return all(L == o * k and (o == 1 or k == s) for k, s, o, L in zip(kernel, stride, out_sp, padded_sp))
+
+
 def _spread_windows(b, t, kernel, stride, padded_sp):
     """sum over the windows covering each (padded) input position of t (shape out):
-    t dilated by the stride, then a unit-stride window sum."""
+    t dilated by the stride, then a unit-stride window sum; a broadcast where the windows
+    tile the input (the window sum would cost a window's size per position)."""
     nd = len(kernel)
+    if _tiles_exactly(kernel, stride, t.shape[2:], padded_sp):
+        split = tuple(t.shape[:2]) + tuple(d for o, k in zip(t.shape[2:], kernel) for d in (o, k))
+        spread = b.broadcast_in_dim(t, split, [0, 1] + [2 + 2 * i for i in range(nd)])
+        return b.reshape(spread, tuple(t.shape[:2]) + tuple(padded_sp))
     dil = [(o - 1) * s + 1 for o, s in zip(t.shape[2:], stride)]
     tp = b.pad(t, 0.0, [0, 0] + [k - 1 for k in kernel], [0, 0] + [L - D for L, D in zip(padded_sp, dil)],
                [0, 0] + [s - 1 for s in stride])
@@ -185,7 +197,7 @@ def _max_pool_scatter(b, xp, g, kernel, stride):
     with overlapping windows, nor a sum of interior-padded slices.)"""
     nd = len(kernel)
     out = g.shape
-    if tuple(kernel) == tuple(stride) and all(L == o * k for L, o, k in zip(xp.shape[2:], out[2:], kernel)):
+    if _tiles_exactly(kernel, stride, out[2:], xp.shape[2:]):
         return _max_pool_scatter_tiled(b, xp, g, kernel)
     nc = out[0] * out[1]
     y = b.reduce_window(xp, "max", (1, 1) + tuple(kernel), (1, 1) + tuple(stride), [(0, 0)] * (nd + 2), out)
@@ -209,8 +221,7 @@ def _max_pool_scatter(b, xp, g, kernel, stride):
     wv = b.constant(w, w.shape, g.dtype)
     dil = [(o - 1) * s + 1 for o, s in zip(out[2:], stride)]
     pads = [(k - 1, L - d) for k, L, d in zip(kernel, xp.shape[2:], dil)]
-    r = b.convolution(m, wv, (nc, 1) + tuple(xp.shape[2:]), (1,) * nd, pads, tuple(stride), (1,) * nd, 1,
-                      conv_spec(nd))
+    r = convolution(b, m, wv, (nc, 1) + tuple(xp.shape[2:]), (1,) * nd, pads, tuple(stride), (1,) * nd)
     return b.reshape(r, xp.shape)
 
 
