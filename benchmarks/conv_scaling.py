@@ -57,6 +57,9 @@ def cases(S):
         out[f"grp3x3_28x128g32_b{n}"] = (conv(3, 1, 1, 128, 32), (n, 128, 28, 28), True)   # ResNeXt-like
         out[f"mbv2_56x24t6_b{n}"] = (mbv2(24, 6, 56, 1), (n, 24, 56, 56), True)
         out[f"mbv2_14x96t6_b{n}"] = (mbv2(96, 6, 14, 1), (n, 96, 14, 14), True)
+    for n in (2, 16):
+        out[f"maxpool3x3s2_112x64_b{n}"] = (S.Pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max"),
+                                            (n, 64, 112, 112), True)
     out["lenet_conv1_b64"] = (S.Convolution(x, kernel=(5, 5), num_filter=20, name="c"), (64, 1, 28, 28), False)
     out["lenet_conv2_b64"] = (S.Convolution(x, kernel=(5, 5), num_filter=50, name="c"), (64, 20, 12, 12), True)
     out["lenet_conv1_b2"] = (S.Convolution(x, kernel=(5, 5), num_filter=20, name="c"), (2, 1, 28, 28), False)
@@ -79,6 +82,18 @@ def force_forms(wgrad: str | None, depthwise: str | None, fwd: str | None, dwfwd
             if grpfwd == "nchw_conv":
                 return b.convolution(x, w, out, conv_forms.conv_spec(2), stride, pad, lhs_dilation, rhs_dilation,
                                      groups)
+            if grpfwd == "im2col_g":    # patches group-major: (G, N*OH*OW, cg*K) x (G, og, cg*K)
+                n, f, oh, ow = out
+                kh, kw = w.shape[2:]
+                wins = conv_forms.windows(b, conv_forms.pad_spatial(b, x, pad), (kh, kw), stride, rhs_dilation,
+                                          (oh, ow), (2, 3))
+                cols = [b.reshape(sl, (n, groups, cg, 1, oh, ow)) for sl in wins]
+                pt = b.concatenate(cols, 3)                                        # (N, G, cg, K, OH, OW)
+                pt = b.reshape(b.transpose(pt, (1, 0, 4, 5, 2, 3)), (groups, n * oh * ow, cg * kh * kw))
+                wg = b.reshape(w, (groups, og, cg * kh * kw))
+                y = b.dot_general(pt, wg, contract=([2], [2]), batch=([0], [0]))         # (G, NOO, og)
+                y = b.transpose(b.reshape(y, (groups, n, oh, ow, og)), (1, 0, 4, 2, 3))
+                return b.reshape(y, (n, f, oh, ow))
             if grpfwd == "im2col":    # one patch matrix, a batched matmul over the groups
                 n, f, oh, ow = out
                 kh, kw = w.shape[2:]
@@ -190,8 +205,10 @@ def main() -> int:
     p.add_argument("--depthwise", choices=["mul", "dot", "nchw"])
     p.add_argument("--fwd", choices=["direct"])
     p.add_argument("--dwfwd", choices=["nchw_conv", "sum_nchw", "sum_nhwc"])
-    p.add_argument("--grpfwd", choices=["nchw_conv", "offsets", "im2col"])
+    p.add_argument("--grpfwd", choices=["nchw_conv", "offsets", "im2col", "im2col_g"])
     p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--head", choices=["pool", "sum"], default="pool")
+    p.add_argument("--ops-only", action="store_true", help="print the training module's op count, compile nothing")
     a = p.parse_args()
     import aotexec as ax
     import aotexec.compiler as compiler
@@ -207,16 +224,23 @@ def main() -> int:
     ops = {}
     orig = compiler.compile_mlir
 
+    class Counted(Exception):
+        pass
+
     def counting(text, *args, **kw):
         ops["n"] = len(re.findall(r'= "stablehlo\.', text))
+        if a.ops_only:
+            raise Counted()
         return orig(text, *args, **kw)
     for mod in list(sys.modules.values()):
         if getattr(mod, "compile_mlir", None) is orig:
             mod.compile_mlir = counting
     s, shape, data_grad = table[a.case]
     # squared and pooled: the layer's head gradient is computed in the graph (channels-last
-    # where the layer's output is), as inside a net
-    s = ax.sym.Pooling(ax.sym.elemwise_mul(s, s), global_pool=True, pool_type="avg", kernel=(1, 1))
+    # where the layer's output is), as inside a net; --head sum for layers with NCHW outputs
+    # on trees whose NCHW global pooling gradient was a window sum (quadratic in the image)
+    sq = ax.sym.elemwise_mul(s, s)
+    s = ax.sym.sum(sq) if a.head == "sum" else ax.sym.Pooling(sq, global_pool=True, pool_type="avg", kernel=(1, 1))
     req = {n: "write" if (n != "x" or data_grad) else "null" for n in s.list_arguments()}
     ex = s.simple_bind(ax.cpu(), grad_req=req, x=shape)
     rng = np.random.RandomState(0)
@@ -226,7 +250,11 @@ def main() -> int:
         arr[:] = rng.uniform(0.5, 1.5, arr.shape).astype(np.float32)
     head = [ax.nd.array(rng.uniform(-1, 1, o.shape).astype(np.float32)) for o in ex.outputs]
     t0 = time.perf_counter()
-    ex.forward(is_train=True)
+    try:
+        ex.forward(is_train=True)
+    except Counted:
+        print(json.dumps({"case": a.case, "ops": ops["n"]}))
+        return 0
     ex.backward(head)
     compile_s = time.perf_counter() - t0
     fwd, bwd = [], []
@@ -238,7 +266,7 @@ def main() -> int:
         bwd.append(time.perf_counter() - t1)
         fwd.append(t1 - t)
     import resource
-    print(json.dumps({"case": a.case, "wgrad": a.wgrad, "depthwise": a.depthwise, "fwd": a.fwd, "dwfwd": a.dwfwd, "grpfwd": a.grpfwd, "ops": ops.get("n"),
+    print(json.dumps({"case": a.case, "head": a.head, "wgrad": a.wgrad, "depthwise": a.depthwise, "fwd": a.fwd, "dwfwd": a.dwfwd, "grpfwd": a.grpfwd, "ops": ops.get("n"),
                       "compile_s": round(compile_s, 1), "fwd_ms": round(statistics.median(fwd) * 1e3, 2),
                       "bwd_ms": round(statistics.median(bwd) * 1e3, 2),
                       "min_ms": [round(min(fwd) * 1e3, 2), round(min(bwd) * 1e3, 2)],

@@ -189,21 +189,23 @@ def weight_grad(b: Emitter, x: Value, g: Value, kernel, stride, dilate, pad, gro
     nd = len(kernel)
     sp = tuple(range(2, 2 + nd))
     need = [(k - 1) * d + (o - 1) * s + 1 for k, d, s, o in zip(kernel, dilate, stride, g.shape[2:])]
-    xp = b.pad(x, 0.0, [0, 0] + list(pad),
-               [0, 0] + [max(n - q - xi, 0) for n, q, xi in zip(need, pad, x.shape[2:])])
-    if tuple(xp.shape[2:]) != tuple(need):
-        xp = b.slice(xp, [0] * x.ndim, tuple(xp.shape[:2]) + tuple(need))
+    high = [max(n - q - xi, 0) for n, q, xi in zip(need, pad, x.shape[2:])]
     n, c, f = x.shape[0], x.shape[1], g.shape[1]
     form = weight_grad_form(c, f, kernel, groups, b.vulkan)
+    if form == "offsets":
+        # padded channels-last, behind the layout fence as in ops.conv.conv_grad_nhwc (a pad
+        # fused into x's producer failed IREE 3.13's codegen: a recomputed max pool of ResNet-18)
+        cl = (0,) + sp + (1,)
+        xl = b.pad(b.fence(b.transpose(x, cl)), 0.0, [0] + list(pad) + [0], [0] + high + [0])
+        return weight_grad_offsets(b, xl, b.fenced_transpose(g, cl), kernel, stride, dilate, groups)
+    xp = b.pad(x, 0.0, [0, 0] + list(pad), [0, 0] + high)
+    if tuple(xp.shape[2:]) != tuple(need):
+        xp = b.slice(xp, [0] * x.ndim, tuple(xp.shape[:2]) + tuple(need))
     if form == "depthwise":
         # space first (contiguous rows), then the batch
         parts = [b.reshape(b.reduce(b.reduce(b.mul(s, g), list(sp), "add"), [0], "add"), (c, 1))
                  for s in windows(b, xp, kernel, stride, dilate, g.shape[2:], sp)]
         return b.reshape(b.concatenate(parts, 1), (c, 1) + tuple(kernel))
-    if form == "offsets":
-        cl = (0,) + sp + (1,)
-        return weight_grad_offsets(b, b.fenced_transpose(xp, cl), b.fenced_transpose(g, cl), kernel, stride,
-                                   dilate, groups)
     if n == 1 and nd == 2:
         # the batch is the convolution's input channels: a zero second one (IREE 3.13's
         # one-channel NHWC convolution is slow, see ops.conv.conv_nhwc): the stem at batch 1
