@@ -69,10 +69,11 @@ LAYOUT_OPS = {"stablehlo.transpose", "stablehlo.reverse", "stablehlo.reshape"}
 class Emitter:
     """Appends generic-form ops to a function body."""
 
-    def __init__(self, indent: str = "    ", reductions: str = "blocks"):
+    def __init__(self, indent: str = "    ", reductions: str = "blocks", vulkan: bool = False):
         if reductions not in REDUCTIONS:
             raise ValueError(f"reductions must be one of {REDUCTIONS}, got {reductions!r}")
         self.reductions = reductions        # see ``reduce``
+        self.vulkan = vulkan                # the module is for IREE's Vulkan target: rules avoid its miscompiles
         self.lines: list[str | None] = []
         self.prologue: list[str] = []       # ops moved to the top of the function (see fence)
         self.indent = indent
@@ -280,24 +281,16 @@ class Emitter:
                 f"rhs_contracting_dimensions = [{', '.join(map(str, cb))}]>")
         return self.op("stablehlo.dot_general", [a, b], shape, a.dtype, attrs=f"dot_dimension_numbers = {dims}")
 
-    def convolution(self, x: Value, w: Value, out_shape: Sequence[int], stride: Sequence[int],
+    def convolution(self, x: Value, w: Value, out_shape: Sequence[int], spec: str, stride: Sequence[int],
                     pad: Sequence[tuple[int, int]], lhs_dilation: Sequence[int], rhs_dilation: Sequence[int],
-                    groups: int = 1, spec: str | None = None) -> Value:
-        nd = x.ndim - 2
-        sp = ", ".join(str(i) for i in range(nd))   # StableHLO names spatial dims by number
-        nchw = f"[b, f, {sp}]x[o, i, {sp}]->[b, f, {sp}]"
-        if nd == 2 and spec in (None, nchw):
-            return self._conv_nhwc(x, w, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups)
-        return self._conv_op(spec or nchw, x, w, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups)
-
-    def _conv_op(self, spec: str, x: Value, w: Value, out_shape, stride, pad, lhs_dilation, rhs_dilation,
-                 groups: int) -> Value:
-        """``stablehlo.convolution`` with dimension numbers ``spec``."""
+                    groups: int = 1, batch_groups: int = 1) -> Value:
+        """``stablehlo.convolution`` with dimension numbers ``spec`` (``ops.conv_forms`` picks
+        the form a convolution takes)."""
         pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
         attrs = (f"dimension_numbers = #stablehlo.conv<{spec}>, window_strides = {_array(stride)}, "
                  f"padding = dense<{pads}> : tensor<{len(stride)}x2xi64>, lhs_dilation = {_array(lhs_dilation)}, "
                  f"rhs_dilation = {_array(rhs_dilation)}, feature_group_count = {groups} : i64, "
-                 f"batch_group_count = 1 : i64")
+                 f"batch_group_count = {batch_groups} : i64")
         return self.op("stablehlo.convolution", [x, w], out_shape, x.dtype, attrs=attrs)
 
     def barrier(self, v: Value) -> Value:
@@ -343,101 +336,13 @@ class Emitter:
         finally:
             self.prologue, self.lines = self.lines, body
 
+    NHWC = "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]"
+
     def conv_nhwc(self, x: Value, wt: Value, out_shape, stride, pad, lhs_dilation=(1, 1), rhs_dilation=(1, 1),
-                  groups: int = 1) -> Value:
+                  groups: int = 1, batch_groups: int = 1) -> Value:
         """A 2-D convolution of channels-last ``x`` (N, H, W, C) with ``wt`` (KH, KW, C/groups, O)."""
-        return self._conv_op("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]", x, wt, out_shape, stride, pad,
-                             lhs_dilation, rhs_dilation, groups)
-
-    def _conv_nhwc(self, x: Value, w: Value, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups) -> Value:
-        """A 2-D NCHW convolution computed channels-last (NHWC x HWIO).
-
-        IREE 3.13's CPU codegen ran NCHW convolutions at 2-4 GFLOP/s and the same ones
-        channels-last 13-70x faster (benchmarks/conv_layout.py), but only when the layout
-        transposes are fenced with optimization barriers; unfenced, IREE folds them back.
-        """
-        if x.shape[1] == 1 and groups == 1 and all(d == 1 for d in lhs_dilation) and \
-                w.shape[2] * w.shape[3] <= self.SHIFTED_SUM_MAX:
-            return self._conv_shifted_sum(x, w, out_shape, stride, pad, rhs_dilation)
-        if x.shape[1] <= 4 and groups == 1 and all(d == 1 for d in lhs_dilation):
-            return self._conv_im2col(x, w, out_shape, stride, pad, rhs_dilation)
-        xt = self.fenced_transpose(x, (0, 2, 3, 1))
-        wt = self.fenced_transpose(w, (2, 3, 1, 0))
-        n, c, h, wd = out_shape
-        y = self.conv_nhwc(xt, wt, (n, h, wd, c), stride, pad, lhs_dilation, rhs_dilation, groups)
-        return self.transpose(self.barrier(y), (0, 3, 1, 2))
-
-    def im2col(self, x: Value, kernel: Sequence[int], stride: Sequence[int], pad: Sequence[tuple[int, int]],
-               dilation: Sequence[int], out_hw: Sequence[int]) -> Value:
-        """Patches of a 2-D NCHW input as a (N*OH*OW, C*KH*KW) matrix, columns c-major
-        (so ``w.reshape(O, C*KH*KW)`` lines up)."""
-        n, c = x.shape[:2]
-        oh, ow = out_hw
-        wins = self.windows(self.pad_spatial(x, pad), kernel, stride, dilation, out_hw)
-        cols = [self.reshape(sl, (n, c, 1, oh, ow)) for sl in wins]
-        patches = self.concatenate(cols, 2)                                    # (N, C, K, OH, OW)
-        return self.reshape(self.transpose(patches, (0, 3, 4, 1, 2)), (n * oh * ow, c * kernel[0] * kernel[1]))
-
-    def windows(self, xp: Value, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
-                out_hw: Sequence[int], spatial: tuple[int, int] = (2, 3)) -> list[Value]:
-        """For each kernel offset (i, j), row-major: the slice of the padded 2-D input ``xp``
-        (spatial axes ``spatial``: (2, 3) NCHW, (1, 2) NHWC) that the offset's weights multiply."""
-        out = []
-        for i in range(kernel[0]):
-            for j in range(kernel[1]):
-                start, limit, step = [0] * xp.ndim, list(xp.shape), [1] * xp.ndim
-                for axis, k, o, s, d in zip(spatial, (i, j), out_hw, stride, dilation):
-                    start[axis], limit[axis], step[axis] = k * d, k * d + (o - 1) * s + 1, s
-                out.append(self.slice(xp, start, limit, step))
-        return out
-
-    def pad_spatial(self, x: Value, pad: Sequence[tuple[int, int]]) -> Value:
-        """NCHW ``x`` zero-padded by ``pad`` ((low, high) per spatial axis)."""
-        return self.pad(x, 0.0, (0, 0) + tuple(lo for lo, _ in pad), (0, 0) + tuple(hi for _, hi in pad))
-
-    # terms per fused partial sum (two operands each, input window and weight column; IREE
-    # fuses at most 32 operands into one elementwise op)
-    SHIFTED_SUM_GROUP = 9
-    SHIFTED_SUM_MAX = 49        # 7x7 kernels; a weight gradient's "kernel" (a whole image) is not one
-
-    def _conv_shifted_sum(self, x: Value, w: Value, out_shape, stride, pad, dilation) -> Value:
-        """A one-input-channel convolution (LeNet's conv1) as a sum of shifted windows of the
-        input, each scaled by one weight per output channel: elementwise work that IREE fuses,
-        with no patch matrix.
-
-        LeNet's conv1 (5x5, 1->20, batch 64) on IREE 3.13: im2col + matmul 4.0 ms with a
-        3.7 MB patch matrix and its copy in the transient arena; a convolution op 7.2 ms;
-        this sum 1.7-2.4 ms.  Left alone, IREE splits a 25-term sum into independent partial
-        sums, all alive at once (4 x 2.95 MB); a barrier after every ``SHIFTED_SUM_GROUP``
-        terms makes each partial sum the next one's input instead (groups of 13: one 2.95 MB
-        partial in the arena; groups of 9: IREE updates the partial sums in place, and
-        LeNet's forward_train arena fell from 9.5 to 2.5 MB at the same speed)."""
-        o, _, kh, kw = w.shape
-        n, _, oh, ow = out_shape
-        wc = self.reshape(w, (o, kh * kw))
-        groups = -(-kh * kw // self.SHIFTED_SUM_GROUP)
-        size = -(-kh * kw // groups)            # balanced: 25 terms -> 9 + 9 + 7
-        acc = None
-        for k, win in enumerate(self.windows(self.pad_spatial(x, pad), (kh, kw), stride, dilation, (oh, ow))):
-            win = self.broadcast_in_dim(self.reshape(win, (n, oh, ow)), out_shape, (0, 2, 3))
-            col = self.broadcast_in_dim(self.reshape(self.slice(wc, (0, k), (o, k + 1)), (o,)), out_shape, (1,))
-            term = self.mul(win, col)
-            if acc is not None and k % size == 0:
-                acc = self.barrier(acc)
-            acc = term if acc is None else self.add(acc, term)
-        return acc
-
-    def _conv_im2col(self, x: Value, w: Value, out_shape, stride, pad, dilation) -> Value:
-        """Two to four input channels: patches as one matmul (im2col).
-
-        Few-channel convolutions ran at ~5 GFLOP/s as convolutions in IREE 3.13;
-        as (N*OH*OW, C*K) x (C*K, O) it is a well-tiled matmul."""
-        n, c = x.shape[:2]
-        o, _, kh, kw = w.shape
-        _, _, oh, ow = out_shape
-        patches = self.im2col(x, (kh, kw), stride, pad, dilation, (oh, ow))
-        y = self.dot_general(patches, self.reshape(w, (o, c * kh * kw)), contract=([1], [1]))
-        return self.transpose(self.reshape(y, (n, oh, ow, o)), (0, 3, 1, 2))
+        return self.convolution(x, wt, out_shape, self.NHWC, stride, pad, lhs_dilation, rhs_dilation, groups,
+                                batch_groups)
 
     # ---- reductions ------------------------------------------------------
     def _region(self, kind: str, dtype) -> str:

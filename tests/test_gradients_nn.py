@@ -65,6 +65,49 @@ def test_convolution_fenced_gradients(data_grad):
     check([out], loc, grad_nodes=None if data_grad else ["c_weight", "c_bias"])
 
 
+# the weight-gradient forms of ops/conv_forms.py (weight_grad_form) and the grouped forward
+# forms, at batch 1 and 2 (the batch is the direct form's input channels)
+GROUPED = {   # name: (input shape, Convolution kwargs)
+    "g": ((2, 4, 5, 5), dict(kernel=(3, 3), pad=(1, 1), num_group=2, num_filter=6)),                # grouped
+    "dw": ((2, 3, 6, 5), dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_group=3, num_filter=3)),  # depthwise
+    "dm": ((1, 2, 5, 5), dict(kernel=(2, 2), dilate=(2, 1), num_group=2, num_filter=4, no_bias=True)),  # multiplier 2
+    "d1": ((2, 4, 7), dict(kernel=(3,), stride=(2,), pad=(1,), num_group=4, num_filter=4)),          # 1-D depthwise
+    "g3": ((1, 4, 3, 4, 3), dict(kernel=(2, 2, 2), num_group=2, num_filter=2, no_bias=True)),       # 3-D grouped
+}
+SMALL_BATCH = {
+    "o3": ((1, 3, 6, 6), dict(kernel=(3, 3), pad=(1, 1), num_filter=4)),                    # offsets (llvm-cpu)
+    "o1": ((2, 5, 4, 5), dict(kernel=(1, 1), stride=(2, 2), num_filter=3, no_bias=True)),   # one offset
+    "d7": ((1, 3, 11, 11), dict(kernel=(7, 7), stride=(2, 2), pad=(3, 3), num_filter=4)),   # direct, batch padded
+    "d5": ((2, 2, 7, 8), dict(kernel=(5, 5), pad=(1, 1), num_filter=3, no_bias=True)),      # direct, 2 channels
+}
+
+
+def _conv_case(table: dict, names: str, seed: int):
+    rng = np.random.default_rng(seed)
+    outs, loc = [], {}
+    for n in names.split(","):
+        shape, kw = table[n]
+        outs.append(S.Convolution(V("x" + n), name="c" + n, **kw))
+        loc["x" + n] = rng.uniform(-1, 1, shape)
+        loc[f"c{n}_weight"] = rng.uniform(-1, 1, (kw["num_filter"], shape[1] // kw.get("num_group", 1)) + kw["kernel"])
+        if not kw.get("no_bias"):
+            loc[f"c{n}_bias"] = rng.uniform(-1, 1, kw["num_filter"])
+    return outs, loc
+
+
+@pytest.mark.parametrize("ctx", CONTEXTS)
+@pytest.mark.parametrize("names", ["g,dw,dm", "d1,g3"])
+def test_grouped_and_depthwise_convolution_gradients(ctx, names):
+    """One grouped op on llvm-cpu, per group on Vulkan (forward and data gradient); weight
+    gradients per kernel offset (depthwise; grouped on Vulkan) or by batch_group_count."""
+    check(*_conv_case(GROUPED, names, 3), ctx=ctx)
+
+
+@pytest.mark.parametrize("ctx", CONTEXTS)
+def test_small_batch_convolution_gradients(ctx):
+    check(*_conv_case(SMALL_BATCH, "o3,o1,d7,d5", 4), ctx=ctx)
+
+
 def test_deconvolution_configs():
     rng = np.random.default_rng(1)
     r = lambda *s: rng.uniform(-1, 1, s)  # noqa: E731

@@ -316,28 +316,37 @@ def test_train_only_ops(ctx):
     # training Dropout (p > 0), mode='always' and rrelu in training: test_gradients_nn.py
 
 
-def _stablehlo(sym, shapes: dict, is_train=False) -> str:
+def _stablehlo(sym, shapes: dict, is_train=False, vulkan=False) -> str:
     typing = infer(sym._graph, shapes, {k: np.float32 for k in shapes})
     g = typing.graph
-    return lower_function("f", typing, g.arguments() + g.aux_states(), sym._outputs, is_train=is_train)
+    return lower_function("f", typing, g.arguments() + g.aux_states(), sym._outputs, is_train=is_train,
+                          vulkan=vulkan)
 
 
 @pytest.mark.lowering
 def test_convolution_and_deconvolution_text():
     x = ax.sym.var("x")
-    text = _stablehlo(ax.sym.Convolution(x, kernel=(3, 2), num_filter=4, stride=(2, 1), pad=(1, 2),
-                                         dilate=(2, 1), num_group=4, name="c"),
-                      {"x": (1, 4, 7, 6), "c_weight": (4, 1, 3, 2), "c_bias": (4,)})
+    dw = ax.sym.Convolution(x, kernel=(3, 2), num_filter=4, stride=(2, 1), pad=(1, 2), dilate=(2, 1), num_group=4,
+                            name="c")
+    shapes = {"x": (1, 4, 7, 6), "c_weight": (4, 1, 3, 2), "c_bias": (4,)}
+    text = _stablehlo(dw, shapes, vulkan=True)
     conv = next(line for line in text.splitlines() if "stablehlo.convolution" in line)
-    # 2-D convolutions run channels-last, fenced so IREE keeps the layout (emitter._conv_nhwc)
+    # 2-D convolutions run channels-last, fenced so IREE keeps the layout (conv_forms.fenced_nhwc)
     assert "#stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]>" in conv
     assert text.count('"stablehlo.optimization_barrier"') == 3
     assert "window_strides = array<i64: 2, 1>" in conv and "rhs_dilation = array<i64: 2, 1>" in conv
     assert "padding = dense<[[1, 1], [2, 2]]>" in conv and "feature_group_count = 4 : i64" in conv
     assert 'loc("c")' in conv
-    # groups of more than one input channel: one convolution per group (see nn._convolve)
-    text = _stablehlo(ax.sym.Convolution(x, kernel=(1, 1), num_filter=4, num_group=2, no_bias=True, name="c"),
-                      {"x": (1, 4, 3, 3), "c_weight": (4, 2, 1, 1)})
+    # on llvm-cpu a depthwise convolution is a sum of shifted windows: one product per kernel offset
+    text = _stablehlo(dw, shapes)
+    assert '"stablehlo.convolution"' not in text and text.count('"stablehlo.multiply"') == 6
+    # groups of more than one input channel: one grouped convolution on llvm-cpu, one per
+    # group on Vulkan (conv_forms.convolution)
+    grouped = ax.sym.Convolution(x, kernel=(1, 1), num_filter=4, num_group=2, no_bias=True, name="c")
+    shapes = {"x": (1, 4, 3, 3), "c_weight": (4, 2, 1, 1)}
+    text = _stablehlo(grouped, shapes)
+    assert text.count('"stablehlo.convolution"') == 1 and "feature_group_count = 2 : i64" in text
+    text = _stablehlo(grouped, shapes, vulkan=True)
     per_group = text.count('"stablehlo.convolution"') + text.count('"stablehlo.dot_general"')  # im2col: 2 channels
     assert per_group == 2 and '"stablehlo.concatenate"' in text
 
@@ -385,17 +394,18 @@ def test_convolution_backward_text_reads_fenced_gradient_once():
 
 @pytest.mark.lowering
 def test_bias_gradient_sums_batch_first_without_a_fenced_copy():
-    """A 3-channel convolution (im2col, no fenced copy of the output gradient): its bias
-    gradient sums the batch, then space; the one-reduction form fused with the weight
-    gradient failed IREE 3.13's llvm-cpu codegen at random (see ``_channel_sum``)."""
+    """A convolution whose weight gradient makes no fenced copy of the output gradient (1-D:
+    the direct convolution op): its bias gradient sums the batch, then space; the
+    one-reduction form fused with the weight gradient failed IREE 3.13's llvm-cpu codegen
+    at random (see ``_channel_sum``)."""
     from aotexec import pipeline
     x = ax.sym.var("data")
-    sym = ax.sym.sum(ax.sym.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=4, name="c"))
-    typing = infer(sym._graph, {"data": (2, 3, 5, 5)}, {"data": np.float32})
+    sym = ax.sym.sum(ax.sym.Convolution(x, kernel=(3,), pad=(1,), num_filter=4, name="c"))
+    typing = infer(sym._graph, {"data": (2, 3, 5)}, {"data": np.float32})
     text, _ = pipeline.entry_points(sym, typing, ["backward"], {"data": "write", "c_weight": "write", "c_bias": "write"})
     reduces = [ln for ln in text.splitlines() if '"stablehlo.reduce"' in ln]
     closing = [ln for ln in text.splitlines() if ln.lstrip().startswith("}) {dimensions")]
-    assert len(reduces) == 2 and "array<i64: 0>}" in closing[0] and "-> tensor<4x5x5xf32>" in closing[0], closing
+    assert len(reduces) == 2 and "array<i64: 0>}" in closing[0] and "-> tensor<4x5xf32>" in closing[0], closing
 
 
 @pytest.mark.lowering

@@ -32,9 +32,9 @@ class FunctionBuilder:
     """One ``func.func`` being emitted: its parameters (and resident globals), the values of
     the entries computed so far, and the NCHW copies made of channels-last values."""
 
-    def __init__(self, name: str, typing: Typing, lay: layout.Layouts, reductions: str):
+    def __init__(self, name: str, typing: Typing, lay: layout.Layouts, reductions: str, vulkan: bool = False):
         self.name, self.typing, self.lay = name, typing, lay
-        self.b = Emitter(reductions=reductions)
+        self.b = Emitter(reductions=reductions, vulkan=vulkan)
         self.values: dict[Key, Value] = {}
         self.nchw: dict[Key, Value] = {}
         self.params: list[str] = []
@@ -159,7 +159,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                    is_train: bool = False, add_to: Sequence[int] = (), monitor: str | None = None,
                    output_args: bool = False, layouts: layout.Layouts | None = None,
                    physical_outputs: Sequence[int] = (), alias_early: Sequence[int] = (),
-                   reductions: str = "blocks", resident: Sequence[int] = ()) -> str:
+                   reductions: str = "blocks", resident: Sequence[int] = (), vulkan: bool = False) -> str:
     """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
 
     ``monitor`` ("outputs" | "all") adds ``flow.tensor.trace`` ops named as MXNet's
@@ -182,6 +182,8 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     aliases no input (the executor's own result and residual buffers).
 
     ``reductions``: how reductions are emitted (``emitter.REDUCTIONS``, ``Emitter.reduce``).
+    ``vulkan``: the module is for IREE's Vulkan target (``Emitter.vulkan``: rules avoid its
+    miscompiles, e.g. grouped convolutions run one per group).
 
     ``resident``: inputs (by position) read from IREE parameters (``util.global`` with a
     ``#flow.parameter.named<"aotexec"::"p<k>">`` initial value, k counting the resident inputs
@@ -189,7 +191,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     packing, layout transposes) into the module's initializer, run once per parameter set
     instead of on every call (``Program.bind_parameters``, ``Executor._resident_module``).
     """
-    fb = FunctionBuilder(name, typing, layouts or layout.Layouts(), reductions)
+    fb = FunctionBuilder(name, typing, layouts or layout.Layouts(), reductions, vulkan)
     fb.bind_inputs(inputs, resident)
     old = fb.add_to_args(outputs, add_to, first=len(inputs))
     needed = _needed_nodes(outputs, fb.values)

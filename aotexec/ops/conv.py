@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..emitter import Emitter, Value
-from .nhwc import NHWC_SPATIAL, TO_NCHW, ChannelsLast, LayoutQuery, first_nhwc, to_nhwc
+from .conv_forms import MAX_OFFSETS, convolution, weight_grad, weight_grad_offsets
+from .nhwc import TO_NCHW, ChannelsLast, LayoutQuery, first_nhwc, to_nhwc
 from .params import Shape
 from .registry import define, differentiable, lays_out, lowers
 from .rules import known, merge, same_dtype, weighted_inputs
@@ -68,36 +69,20 @@ Convolution = define("Convolution", params=ConvolutionParam, inputs=weighted_inp
                      infer_shape=_conv_shape, infer_type=same_dtype, mirror_kept=True, matmul_like=True)
 
 
-def conv_spec(nd: int) -> str:
-    sp = ", ".join(str(i) for i in range(nd))
-    return f"[b, f, {sp}]x[o, i, {sp}]->[b, f, {sp}]"
-
-
 def _add_channel_bias(b, y, bias):
     return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [1]))
 
 
 def _convolve(b, x, w, out_shape, stride, pads, lhs_dilation, rhs_dilation, groups):
-    """stablehlo.convolution; negative pads (crops) become a slice of a non-negative one."""
-    nd = x.ndim - 2
-    cg, og = x.shape[1] // groups, out_shape[1] // groups
-    if groups > 1 and cg > 1:
-        # IREE 3.13's Vulkan path miscompiles feature_group_count > 1 unless depthwise
-        # (wrong values, no error): one convolution per group instead
-        parts = []
-        for g in range(groups):
-            xg = b.slice(x, [0, g * cg] + [0] * nd, (x.shape[0], (g + 1) * cg) + x.shape[2:])
-            wg = b.slice(w, [g * og] + [0] * (w.ndim - 1), ((g + 1) * og,) + w.shape[1:])
-            parts.append(_convolve(b, xg, wg, (out_shape[0], og) + tuple(out_shape[2:]), stride, pads,
-                                   lhs_dilation, rhs_dilation, 1))
-        return b.concatenate(parts, 1)
+    """A convolution (``conv_forms.convolution``); negative pads (crops) become a slice of a
+    non-negative one."""
     pos = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
     if pos == list(pads):
-        return b.convolution(x, w, out_shape, stride, pads, lhs_dilation, rhs_dilation, groups, conv_spec(nd))
+        return convolution(b, x, w, out_shape, stride, pads, lhs_dilation, rhs_dilation, groups)
     full = list(out_shape[:2])
     for i, (lo, hi) in enumerate(pads):
         full.append(out_shape[2 + i] + max(-lo, 0) + max(-hi, 0))  # only unit stride reaches here
-    y = b.convolution(x, w, full, stride, pos, lhs_dilation, rhs_dilation, groups, conv_spec(nd))
+    y = convolution(b, x, w, full, stride, pos, lhs_dilation, rhs_dilation, groups)
     start = [0, 0] + [max(-lo, 0) for lo, _ in pads]
     return b.slice(y, start, [s + o for s, o in zip(start, out_shape)])
 
@@ -112,25 +97,9 @@ def _conv_lower(ctx, p: ConvolutionParam, x, w, bias=None):
 
 
 def conv_weight_grad(b, x, g, kernel, stride, dilate, pad, groups: int):
-    """d weight (F, C/groups, k...) of a convolution of data x (N, C, ...) giving g (N, F, o...):
-    dw[f, c, j] = sum_{n, o} g[n, f, o] * xpad[n, c, o*s + j*d], a convolution of x (batch and
-    feature swapped) with g as kernel: window stride = dilation, kernel dilation = stride."""
-    nd = len(kernel)
-    sp = tuple(range(2, 2 + nd))
-    need = [(k - 1) * d + (o - 1) * s + 1 for k, d, s, o in zip(kernel, dilate, stride, g.shape[2:])]
-    xp = b.pad(x, 0.0, [0, 0] + list(pad),
-               [0, 0] + [max(n - q - xi, 0) for n, q, xi in zip(need, pad, x.shape[2:])])
-    if tuple(xp.shape[2:]) != tuple(need):
-        xp = b.slice(xp, [0] * x.ndim, tuple(xp.shape[:2]) + tuple(need))
-    cg, og = x.shape[1] // groups, g.shape[1] // groups
-    parts = []
-    for gi in range(groups):
-        xg = xp if groups == 1 else b.slice(xp, [0, gi * cg] + [0] * nd, (xp.shape[0], (gi + 1) * cg) + xp.shape[2:])
-        gg = g if groups == 1 else b.slice(g, [0, gi * og] + [0] * nd, (g.shape[0], (gi + 1) * og) + g.shape[2:])
-        y = b.convolution(b.transpose(xg, (1, 0) + sp), b.transpose(gg, (1, 0) + sp), (cg, og) + tuple(kernel),
-                          tuple(dilate), [(0, 0)] * nd, (1,) * nd, tuple(stride), 1, conv_spec(nd))
-        parts.append(b.transpose(y, (1, 0) + sp))
-    return b.concatenate(parts, 0)
+    """d weight (F, C/groups, k...) of a convolution of data x (N, C, ...) giving g (N, F, o...)
+    in the form ``conv_forms.weight_grad_form`` picks."""
+    return weight_grad(b, x, g, kernel, stride, dilate, pad, groups)
 
 
 def _channel_sum(b, g):
@@ -157,8 +126,8 @@ def _conv_grad(ctx, p: ConvolutionParam, g, x, w):
 
 # --- Convolution channels-last (passes.layout): 2-D convolutions between NHWC activations
 # weight gradients by one contraction per kernel offset: measured as fast as the fenced
-# NHWC convolution for 3x3 kernels, 1.5x slower for LeNet's 5x5 (which keeps the NCHW rule)
-MAX_OFFSETS = 9
+# NHWC convolution for 3x3 kernels, 1.5x slower for LeNet's 5x5 (which keeps the NCHW rule;
+# conv_forms.MAX_OFFSETS)
 
 
 def _conv2d(p) -> bool:
@@ -227,18 +196,7 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
     need = [(k - 1) * d + (gi - 1) * s + 1 for k, d, s, gi in zip(kernel, dilate, stride, (oh, ow))]
     xp = b.pad(xl, 0.0, (0, pad[0], pad[1], 0),
                (0, max(need[0] - pad[0] - h, 0), max(need[1] - pad[1] - wd, 0), 0))
-    # Each offset's slice goes through Emitter.after (on g, which the contraction reads
-    # anyway): a bare slice became a copy that IREE copied again into the matmul's data-tiled
-    # layout, all nine offsets alive at once; an elementwise op on the slice fuses with that
-    # packing. ResNet-8 b16's backward arena 15.4 -> 7.9 MB, same speed (ordering the
-    # offsets a kernel row at a time helped before the fusion, and changes nothing after it).
-    # The input slice is the contraction's lhs and g its rhs ([N*OH*OW, O], already the
-    # matmul's K x N layout), giving dW^T per offset; with g as lhs IREE stored a transposed
-    # copy of it next to the NHWC one for every layer. ResNet-8 b16 training 37 -> 30.5 ms,
-    # backward arena 12.5 -> 10.5 MB with the default recomputation.
-    parts = [b.reshape(b.dot_general(b.after(s, g), g, contract=([0, 1, 2], [0, 1, 2])), (c, o, 1))
-             for s in b.windows(xp, kernel, stride, dilate, (oh, ow), spatial=NHWC_SPATIAL)]
-    dw = b.transpose(b.reshape(b.concatenate(parts, 2), (c, o) + tuple(kernel)), (1, 0, 2, 3))
+    dw = weight_grad_offsets(b, xp, g, kernel, stride, dilate)
     out = [dx, dw]
     if not p.no_bias:
         # over the batch first, then space: reducing dims 0-2 at once fused with the weight

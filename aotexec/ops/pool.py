@@ -12,7 +12,8 @@ import numpy as np
 
 from ..base import AotexecError
 from ..emitter import Emitter, Value
-from .conv import conv_spec, conv_weight_grad, deconv_data_grad, transposed_conv
+from .conv import conv_weight_grad, deconv_data_grad, transposed_conv
+from .conv_forms import windows
 from .nhwc import TO_NHWC, ChannelsLast, LayoutQuery, first_nhwc
 from .params import Shape
 from .registry import define, differentiable, lays_out, lowers
@@ -108,6 +109,17 @@ def _pool_lower(ctx, p: PoolingParam, x):
     used = [min(xi, (o - 1) * s + k - q) for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
     if tuple(used) != in_sp:
         x = b.slice(x, [0] * x.ndim, x.shape[:2] + tuple(used))
+    if p.pool_type == "max" and any(k > s and o > 1 for k, s, o in zip(kernel, stride, out[2:])):
+        # overlapping windows (ResNet's 3x3/2): the maximum of the kernel offsets' strided slices.
+        # Recomputed in backward (mirrors), ResNet-18's reduce_windows shared their -inf init
+        # in one dispatch that IREE 3.13's llvm-cpu codegen rejected (stack allocation limit)
+        y = b.pad(x, -math.inf, [lo for lo, _ in pads], [hi for _, hi in pads])
+        for i, (k, st, o) in enumerate(zip(kernel, stride, out[2:])):     # one spatial axis at a time
+            wins = windows(b, y, (k,), (st,), (1,), (o,), (2 + i,))
+            y = wins[0]
+            for w in wins[1:]:
+                y = b.max(y, w)
+        return [y, None]
     if p.pool_type == "max":
         return [b.reduce_window(x, "max", window, strides, pads, out), None]
     if p.pool_type == "lp":
@@ -142,10 +154,21 @@ def _pool_geometry(p: PoolingParam, xshape, out):
     return kernel, stride, pad, used, hi
 
 
+def _tiles_exactly(kernel, stride, out_sp, padded_sp) -> bool:
+    """Whether the windows tile the (padded) input: one window per kernel-sized block (global
+    pooling: one window)."""
+    return all(L == o * k and (o == 1 or k == s) for k, s, o, L in zip(kernel, stride, out_sp, padded_sp))
+
+
 def _spread_windows(b, t, kernel, stride, padded_sp):
     """sum over the windows covering each (padded) input position of t (shape out):
-    t dilated by the stride, then a unit-stride window sum."""
+    t dilated by the stride, then a unit-stride window sum; a broadcast where the windows
+    tile the input (the window sum would cost a window's size per position)."""
     nd = len(kernel)
+    if _tiles_exactly(kernel, stride, t.shape[2:], padded_sp):
+        split = tuple(t.shape[:2]) + tuple(d for o, k in zip(t.shape[2:], kernel) for d in (o, k))
+        spread = b.broadcast_in_dim(t, split, [0, 1] + [2 + 2 * i for i in range(nd)])
+        return b.reshape(spread, tuple(t.shape[:2]) + tuple(padded_sp))
     dil = [(o - 1) * s + 1 for o, s in zip(t.shape[2:], stride)]
     tp = b.pad(t, 0.0, [0, 0] + [k - 1 for k in kernel], [0, 0] + [L - D for L, D in zip(padded_sp, dil)],
                [0, 0] + [s - 1 for s in stride])
@@ -177,41 +200,71 @@ def _max_pool_scatter_tiled(b, xp, g, kernel):
     return b.reshape(b.select(hit, gs, b.full_like(gs, 0.0)), xp.shape)
 
 
+def _scatter_axis(b, parts, axis: int, stride: int, length: int):
+    """sum over offsets f of ``parts[f]`` (O long on ``axis``) placed at o*stride + f, as a
+    tensor ``length`` long on ``axis``: per phase r = y mod stride, a sum of unit shifts of the
+    parts with f = r + stride*t (shifted by t), then the phases interleaved."""
+    o = parts[0].shape[axis]
+    q = -(-length // stride)                    # positions per phase
+    zeros, phases = [0] * parts[0].ndim, []
+    for r in range(stride):
+        acc = None
+        for t, f in enumerate(range(r, len(parts), stride)):
+            low, high = list(zeros), list(zeros)
+            low[axis], high[axis] = t, max(q - o - t, 0)
+            v = b.pad(parts[f], 0.0, low, high)
+            if v.shape[axis] > q:
+                v = b.slice(v, zeros, v.shape[:axis] + (q,) + v.shape[axis + 1:])
+            acc = v if acc is None else b.add(acc, v)
+        shape = parts[0].shape[:axis] + (q,) + parts[0].shape[axis + 1:]
+        phases.append(b.full_like(parts[0], 0.0, shape) if acc is None else acc)
+    if stride == 1:
+        y = phases[0]
+    else:
+        y = b.concatenate([b.reshape(v, v.shape[:axis + 1] + (1,) + v.shape[axis + 1:]) for v in phases], axis + 1)
+        y = b.reshape(y, y.shape[:axis] + (q * stride,) + y.shape[axis + 2:])
+    if y.shape[axis] != length:
+        y = b.slice(y, zeros, y.shape[:axis] + (length,) + y.shape[axis + 1:])
+    return y
+
+
 def _max_pool_scatter(b, xp, g, kernel, stride):
     """Each window's g goes to the first maximum of the (-inf padded) input xp, as MXNet's
-    pool.h: per kernel offset, a strided slice compared with the window max picks where g goes;
-    the K picks (batch and channel merged, K as features) go back to input positions by one
-    transposed convolution with a one-hot kernel.  (IREE 3.13 does not compile select_and_scatter
-    with overlapping windows, nor a sum of interior-padded slices.)"""
+    pool.h: per kernel offset, a strided slice compared with the window max picks where g goes,
+    and the picks go back to input positions one axis at a time (``_scatter_axis``).
+    (IREE 3.13 does not compile select_and_scatter with overlapping windows, nor a sum of
+    interior-padded slices; a transposed convolution with a one-hot kernel, the form before,
+    took 1.4 s for ResNet-18's 3x3/2 pool at batch 16.)"""
     nd = len(kernel)
     out = g.shape
-    if tuple(kernel) == tuple(stride) and all(L == o * k for L, o, k in zip(xp.shape[2:], out[2:], kernel)):
+    if _tiles_exactly(kernel, stride, out[2:], xp.shape[2:]):
         return _max_pool_scatter_tiled(b, xp, g, kernel)
-    nc = out[0] * out[1]
-    y = b.reduce_window(xp, "max", (1, 1) + tuple(kernel), (1, 1) + tuple(stride), [(0, 0)] * (nd + 2), out)
     zero = b.full_like(g, 0.0)
     offsets = list(itertools.product(*[range(k) for k in kernel]))
-    taken, picks = None, []
-    for off in offsets:
-        limit = tuple(out[:2]) + tuple(f + (o - 1) * s + 1 for f, o, s in zip(off, out[2:], stride))
-        eq = b.compare(b.slice(xp, [0, 0] + list(off), limit, (1, 1) + tuple(stride)), y, "EQ")
+    wins = [b.slice(xp, [0, 0] + list(off), tuple(out[:2]) + tuple(f + (o - 1) * s + 1
+                                                                   for f, o, s in zip(off, out[2:], stride)),
+                    (1, 1) + tuple(stride)) for off in offsets]
+    # the window max as the maximum of the offsets' slices, not a reduce_window: ResNet-18's
+    # recomputed 3x3/2 max pools shared their -inf init in one dispatch, which IREE 3.13's
+    # llvm-cpu codegen rejected (stack allocation over its limit)
+    y = wins[0]
+    for w in wins[1:]:
+        y = b.max(y, w)
+    taken, picks = None, {}
+    for off, win in zip(offsets, wins):
+        eq = b.compare(win, y, "EQ")
         if taken is None:
             taken = eq
         else:
             eq = b.op("stablehlo.and", [eq, b.op("stablehlo.not", [taken], taken.shape)], eq.shape)
             taken = b.op("stablehlo.or", [taken, eq], eq.shape)
-        picks.append(b.reshape(b.select(eq, g, zero), (nc, 1) + tuple(out[2:])))
-    m = b.concatenate(picks, 1)                                   # (N*C, K, o...)
-    # w[0, j, t] = 1 where t = k-1-j (flipped, as a transposed convolution)
-    w = np.zeros((1, len(offsets)) + tuple(kernel), dtype=g.dtype)
-    for j, off in enumerate(offsets):
-        w[(0, j) + tuple(k - 1 - f for k, f in zip(kernel, off))] = 1
-    wv = b.constant(w, w.shape, g.dtype)
-    dil = [(o - 1) * s + 1 for o, s in zip(out[2:], stride)]
-    pads = [(k - 1, L - d) for k, L, d in zip(kernel, xp.shape[2:], dil)]
-    r = b.convolution(m, wv, (nc, 1) + tuple(xp.shape[2:]), (1,) * nd, pads, tuple(stride), (1,) * nd, 1,
-                      conv_spec(nd))
-    return b.reshape(r, xp.shape)
+        picks[off] = b.select(eq, g, zero)
+    for i in reversed(range(nd)):               # the last axis first: offsets grouped by their prefix
+        grouped: dict = {}
+        for off, v in picks.items():
+            grouped.setdefault(off[:i], []).append(v)
+        picks = {pre: _scatter_axis(b, vs, 2 + i, stride[i], xp.shape[2 + i]) for pre, vs in grouped.items()}
+    return picks[()]
 
 
 @differentiable(Pooling, lambda p: ["ograd0", "in0", "out0"] if p.pool_type == "lp"

@@ -55,15 +55,16 @@ def resident_parameters(symbol, typing: Typing) -> list[str]:
 def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, str] | None = None,
                  mirror: bool | str = "none", monitor: str | None = None,
                  channels_last: bool = False, reductions: str = "blocks",
-                 resident: Sequence[str] = ()) -> tuple[str, ProgramSpec]:
+                 resident: Sequence[str] = (), vulkan: bool = False) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each.
 
     ``channels_last``: 2-D convolution nets run NHWC between convolutions (passes/layout.py);
     only for llvm-cpu, where it was measured (IREE 3.13's Vulkan backend miscompiled a LeNet
-    data gradient in that form).  ``reductions``: ``emitter.REDUCTIONS``.
+    data gradient in that form).  ``reductions``: ``emitter.REDUCTIONS``.  ``vulkan``: the
+    module is for Vulkan (``Emitter.vulkan``).
     ``resident``: variables ``forward_infer`` reads from IREE parameters (``resident_parameters``);
     such a module needs them at load (``Program.bind_parameters``), so it holds no other mode."""
-    lower = functools.partial(lower_function, reductions=reductions)
+    lower = functools.partial(lower_function, reductions=reductions, vulkan=vulkan)
     planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph
     channels_last = channels_last and planned
