@@ -1,6 +1,6 @@
 """Realistic convolution layers alone: compile time, training time and module size per form.
 
-    python benchmarks/conv_scaling.py CASE [--wgrad direct|offsets] [--depthwise mul|dot] [--iters N]
+    python benchmarks/conv_scaling.py CASE [--head pool|sum] [--wgrad FORM] [--fwd|--dwfwd|--grpfwd FORM]
     python benchmarks/conv_scaling.py --list
     python benchmarks/conv_scaling.py conv:K,S,P,C,F,G,HW,N    (any one convolution)
 
@@ -10,8 +10,9 @@ net), bound with ``simple_bind`` on ``ax.cpu()`` with every gradient wanted (the
 JSON line: the stablehlo ops of the training module, compile seconds (forward_train +
 backward + train_step in one module, the compile cache off), and median (and min) ms of
 ``forward(is_train=True)`` and ``backward()``.  On a shared machine the minimum is the
-steadier number; AOTEXEC_CPU_DRIVER=local-sync runs on one thread.  ``--wgrad`` / ``--depthwise`` force a weight
-gradient form (``aotexec.ops.conv_forms``) to compare them; run it on an older tree with
+steadier number; AOTEXEC_CPU_DRIVER=local-sync runs on one thread.  ``--wgrad`` forces a weight gradient form
+(``conv_forms.weight_grad_form``), ``--fwd`` / ``--dwfwd`` / ``--grpfwd`` the forward form of
+few-channel, depthwise and grouped convolutions, to compare them; run it on an older tree with
 PYTHONPATH to get that tree's numbers (the flags need this one's).
 """
 from __future__ import annotations
@@ -67,9 +68,9 @@ def cases(S):
     return out
 
 
-def force_forms(wgrad: str | None, depthwise: str | None, fwd: str | None, dwfwd: str | None = None,
-                grpfwd: str | None = None) -> None:
-    if not (wgrad or depthwise or fwd or dwfwd or grpfwd):
+def force_forms(wgrad: str | None, fwd: str | None, dwfwd: str | None, grpfwd: str | None) -> None:
+    """Force forms this tree would not pick, to compare them (the alternatives measured)."""
+    if not (wgrad or fwd or dwfwd or grpfwd):
         return
     from aotexec.ops import conv_forms
     if grpfwd:
@@ -131,7 +132,8 @@ def force_forms(wgrad: str | None, depthwise: str | None, fwd: str | None, dwfwd
                 return orig_conv(b, x, w, out, stride, pad, lhs_dilation, rhs_dilation, groups)
             if dwfwd == "nchw_conv":
                 return b.convolution(x, w, out, conv_spec(2), stride, pad, lhs_dilation, rhs_dilation, groups)
-            # a sum of shifted windows times per-channel weights (lhs dilation: interior padding)
+            # a sum of shifted windows times per-channel weights (lhs dilation: interior padding,
+            # which IREE 3.13 miscompiled at batch 2: time strided data gradients only)
             xd = b.pad(x, 0.0, [0, 0, 0, 0], [0, 0, 0, 0], [0, 0] + [d - 1 for d in lhs_dilation])
             if dwfwd == "sum_nchw":
                 xp = conv_forms.pad_spatial(b, xd, pad)
@@ -164,45 +166,13 @@ def force_forms(wgrad: str | None, depthwise: str | None, fwd: str | None, dwfwd
             b, x, w, out, stride, pad, (1, 1), dil)
     if wgrad:
         conv_forms.weight_grad_form = lambda *a, **k: wgrad
-    if depthwise == "nchw":    # per offset: product and sums in NCHW, no channels-last copies
-        orig_wg = conv_forms.weight_grad
-
-        def nchw_depthwise(b, x, g, kernel, stride, dilate, pad, groups):
-            c = x.shape[1]
-            if not (groups == c and g.shape[1] == c and len(kernel) == 2):
-                return orig_wg(b, x, g, kernel, stride, dilate, pad, groups)
-            need = [(k - 1) * d + (o - 1) * s + 1 for k, d, s, o in zip(kernel, dilate, stride, g.shape[2:])]
-            xp = b.pad(x, 0.0, [0, 0] + list(pad), [0, 0] + [max(n - q - xi, 0) for n, q, xi in zip(need, pad, x.shape[2:])])
-            wins = conv_forms.windows(b, xp, kernel, stride, dilate, g.shape[2:], (2, 3))
-            parts = [b.reshape(b.reduce(b.reduce(b.mul(s, g), [2, 3], "add"), [0], "add"), (c, 1)) for s in wins]
-            return b.reshape(b.concatenate(parts, 1), (c, 1) + tuple(kernel))
-        conv_forms.weight_grad = nchw_depthwise
-        from aotexec.ops import conv as conv_mod
-        conv_mod.weight_grad = nchw_depthwise
-    if depthwise == "dot":
-        orig = conv_forms.weight_grad_offsets
-
-        def dot_depthwise(b, xl, gl, kernel, stride, dilate, groups=1):
-            c = xl.shape[-1]
-            if groups == c and gl.shape[-1] == c:    # the batched contraction, one channel per group
-                nd = len(kernel)
-                red = [0] + list(range(1, 1 + nd))
-                wins = conv_forms.windows(b, xl, kernel, stride, dilate, gl.shape[1:-1], red[1:])
-                split = lambda v: b.reshape(v, v.shape[:-1] + (c, 1))  # noqa: E731
-                gs = split(gl)
-                parts = [b.reshape(b.dot_general(split(b.after(s, gl)), gs, contract=(red, red),
-                                                 batch=([nd + 1], [nd + 1])), (c, 1)) for s in wins]
-                return b.reshape(b.concatenate(parts, 1), (c, 1) + tuple(kernel))
-            return orig(b, xl, gl, kernel, stride, dilate, groups)
-        conv_forms.weight_grad_offsets = dot_depthwise
 
 
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("case", nargs="?")
     p.add_argument("--list", action="store_true")
-    p.add_argument("--wgrad", choices=["direct", "offsets"])
-    p.add_argument("--depthwise", choices=["mul", "dot", "nchw"])
+    p.add_argument("--wgrad", choices=["direct", "offsets", "depthwise"])
     p.add_argument("--fwd", choices=["direct"])
     p.add_argument("--dwfwd", choices=["nchw_conv", "sum_nchw", "sum_nhwc"])
     p.add_argument("--grpfwd", choices=["nchw_conv", "offsets", "im2col", "im2col_g"])
@@ -220,7 +190,7 @@ def main() -> int:
     if a.list or not a.case:
         print("\n".join(table))
         return 0
-    force_forms(a.wgrad, a.depthwise, a.fwd, a.dwfwd, a.grpfwd)
+    force_forms(a.wgrad, a.fwd, a.dwfwd, a.grpfwd)
     ops = {}
     orig = compiler.compile_mlir
 
@@ -266,7 +236,7 @@ def main() -> int:
         bwd.append(time.perf_counter() - t1)
         fwd.append(t1 - t)
     import resource
-    print(json.dumps({"case": a.case, "head": a.head, "wgrad": a.wgrad, "depthwise": a.depthwise, "fwd": a.fwd, "dwfwd": a.dwfwd, "grpfwd": a.grpfwd, "ops": ops.get("n"),
+    print(json.dumps({"case": a.case, "head": a.head, "wgrad": a.wgrad, "fwd": a.fwd, "dwfwd": a.dwfwd, "grpfwd": a.grpfwd, "ops": ops.get("n"),
                       "compile_s": round(compile_s, 1), "fwd_ms": round(statistics.median(fwd) * 1e3, 2),
                       "bwd_ms": round(statistics.median(bwd) * 1e3, 2),
                       "min_ms": [round(min(fwd) * 1e3, 2), round(min(bwd) * 1e3, 2)],

@@ -159,19 +159,24 @@ MAX_OFFSETS = 9
 
 
 def weight_grad_form(c: int, f: int, kernel: Sequence[int], groups: int, vulkan: bool) -> str:
-    """How ``weight_grad`` computes d weight, by shape (never the batch or the image size):
+    """How ``weight_grad`` computes d weight, by shape (never the batch or the image size;
+    llvm-cpu, one thread, layer forward + backward, docs/PERFORMANCE.md):
 
     - "depthwise" (one input and output channel per group): per kernel offset, the input
-      window times g summed over batch and space (MobileNet's 3x3 at 112x112x32, batch 16,
-      backward 147 -> 37 ms against the channels-last contraction, 272 as batch_group_count);
+      window times g summed over space, then batch (MobileNet's 3x3 at 112x112x32, batch 16:
+      the layer's backward 146 -> 40 ms with the data gradient's shifted sum, against one
+      convolution per group; the channels-last contraction 147 ms, batch_group_count 272);
     - "offsets": per kernel offset, a contraction over (batch, output pixels) of the window
       with g, channels-last, groups a batch dimension: 2-D kernels up to ``MAX_OFFSETS`` on
-      llvm-cpu (ResNet's 3x3 64->64 at 56x56, batch 16: 102 against 192 ms), grouped ones
-      on Vulkan (no grouped convolution there);
+      llvm-cpu (ResNet's 3x3 64->64 at 56x56, batch 16: 102 against 192 ms direct), grouped
+      ones on Vulkan (no grouped convolution there);
     - "direct": one convolution of the input with g as its kernel, the batch as its input
       channels (``batch_group_count`` for groups): larger kernels (ResNet-18's 7x7/2 stem at
       224x224: batch 2 5.8 against 10.4 ms, batch 16 116 against 250; LeNet's 5x5 conv2 at
-      batch 64: 10.6 against 14.9), grouped ones on llvm-cpu, and every ungrouped one on Vulkan."""
+      batch 64: 10.6 against 14.9), every ungrouped one on Vulkan, grouped ones on llvm-cpu
+      (ResNeXt-like 3x3 128->128 in 32 groups at 28x28, batch 16: 108 ms; one convolution per
+      group ran 23 ms but took 2,259 ops and 12 s to compile, 52k ops at batch 2; the
+      per-offset batched contraction 198 ms)."""
     cg, og = c // groups, f // groups
     if groups > 1 and cg == 1 and og == 1:
         return "depthwise"

@@ -64,7 +64,7 @@ def _decide(node: Node, ins: list[bool], shapes: list, lay: Layouts) -> Channels
 def assign(g: IndexedGraph, shape_of: Callable, inference: bool = False) -> Layouts:
     """The channels-last entries of ``g`` (nodes in execution order); ``shape_of(entry)``
     gives logical shapes.  ``inference``: no weight gradients, so the kernel size does not
-    bound the convolutions that run channels-last (``ops.conv.MAX_OFFSETS``)."""
+    bound the convolutions that run channels-last (``ops.conv_forms.MAX_OFFSETS``)."""
     lay = Layouts(inference=inference)
     for node in g.nodes:
         if node.op is None:
