@@ -28,7 +28,7 @@ from pathlib import Path
 from aotexec.base import AotexecError
 from aotexec import compile_cache
 from aotexec.compile_cache import cache_stats, clear_memory_cache, reset_cache_stats
-from aotexec.options import Options
+from aotexec.options import DISPATCH_STACK_BYTES, Options
 from aotexec.runtime import cpu_features
 
 __all__ = [
@@ -86,8 +86,7 @@ def iree_flags(opts: CompileOptions) -> list[str]:
             f"--iree-opt-level={opts.opt_level}",
             # IREE demotes f64 to f32 by default, which changes the ABI under the caller
             "--iree-input-demote-f64-to-f32=false",
-            # BatchNorm's backward kernels on ResNet-sized inputs exceeded the 32 KiB default
-            "--iree-llvmcpu-stack-allocation-limit=262144",
+            f"--iree-llvmcpu-stack-allocation-limit={DISPATCH_STACK_BYTES}",
         ]
         if opts.data_tiling and opts.cpu.lower() not in _NO_DATA_TILING_CPUS:
             flags.append("--iree-opt-data-tiling")

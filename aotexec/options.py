@@ -28,6 +28,11 @@ from typing import Any, Mapping
 from .base import AotexecError
 
 CPU_DRIVERS = ("local-task", "local-sync")
+# Compiled CPU dispatches may keep this much on the stack (BatchNorm's backward reductions on
+# ResNet-sized maps need more than IREE's 32 KiB default); the runtime's task workers then need
+# stacks with room for it: IREE's default 128 KiB overflowed (a segfault) on inceptionv3's training.
+DISPATCH_STACK_BYTES = 262144
+WORKER_STACK_BYTES = 4 * DISPATCH_STACK_BYTES
 LAYOUTS = ("nhwc", "nchw")
 MIRROR_POLICIES = ("auto", "none", "mxnet", "dots")
 COMPILE_MODES = ("auto", "inprocess", "subprocess")

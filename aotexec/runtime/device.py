@@ -8,6 +8,7 @@ returning, so results are ready to read as soon as `invoke` returns.
 from __future__ import annotations
 
 import atexit
+import functools
 import math
 import os
 import threading
@@ -17,6 +18,7 @@ import numpy as np
 import iree.runtime as rt
 
 from ..base import AotexecError
+from ..options import WORKER_STACK_BYTES
 from .context import Context, current_context
 from .dtypes import from_hal, normalize_dtype, to_hal
 
@@ -90,6 +92,13 @@ def default_driver(ctx: Context) -> str:
     return ctx.driver
 
 
+@functools.cache
+def _size_worker_stacks() -> None:
+    """Process-wide, before the first local-task driver: room for the stack the compiled
+    dispatches may use (options.DISPATCH_STACK_BYTES)."""
+    rt.flags.parse_flags(f"--task_worker_stack_size={WORKER_STACK_BYTES}")
+
+
 def _shape_nbytes(shape: Sequence[int], dtype: np.dtype) -> int:
     return math.prod(shape) * dtype.itemsize
 
@@ -124,6 +133,8 @@ class Device:
         self.driver = driver = driver or ctx.driver
         if driver not in rt.query_available_drivers():
             raise _unavailable(ctx, driver, "the IREE runtime was built without this driver")
+        if driver == "local-task":
+            _size_worker_stacks()
         try:
             hal_driver = rt.get_driver(driver)
             if driver.startswith("local-"):
