@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import aotexec as ax
 from aotexec.artifact import read_params
-from aotexec.runtime.ndarray_file import V1_MAGIC, V2_MAGIC
+from aotexec.runtime.ndarray_file import V1_MAGIC, V2_MAGIC, V3_MAGIC
 from cli.main import app
 
 DATA = Path(__file__).resolve().parent / "data" / "ndfile"
@@ -257,6 +257,7 @@ def _patch(buf: bytes, at: int, fmt: str, value: int) -> bytes:
     (ONE + b"\0", 105, "1 unexpected bytes"),
     (ONE[:88] + struct.pack("<QQ", 2, 1) + b"w" + struct.pack("<Q", 1) + b"v", 88, "2 names for 1 arrays"),
     (_header(1) + struct.pack("<Iii", V2_MAGIC, 0, 0) + struct.pack("<Q", 0), 36, "a none array"),
+    (_header(1) + struct.pack("<Iii", V3_MAGIC, 0, -1) + struct.pack("<Q", 0), 32, "a none array"),
     ((DATA / "tiny-expected.npz").read_bytes(), 0, "numpy .npz"),
 ])
 def test_damaged_file_is_one_clear_error(tmp_path, data, offset, message):
@@ -279,9 +280,11 @@ def test_every_truncation_is_refused(tmp_path):
                 ax.nd.load(f)
 
 
-def test_missing_file():
+def test_missing_file_and_bad_fname():
     with pytest.raises(ax.AotexecError, match="cannot read NDArray file .*nope.nd"):
         ax.nd.load("nope.nd")
+    with pytest.raises(TypeError, match="fname required to be a string"):
+        ax.nd.load(3)
 
 
 def test_fuzz_truncations_and_byte_flips_only_raise_the_clear_error(tmp_path):

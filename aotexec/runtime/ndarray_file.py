@@ -158,6 +158,8 @@ def _read_dtype(r: _Reader, what: str) -> np.dtype:
 def _read_shape(r: _Reader, what: str, dim_fmt: str, np_shape: bool) -> tuple[int, ...]:
     at = r.pos
     ndim = r.scalar("i", f"{what}: ndim")
+    if ndim == -1 and np_shape:
+        raise r.fail(f"{what}: shape", "a none array (unknown shape, no data), which aotexec does not load", at)
     if ndim < 0:
         raise r.fail(f"{what}: ndim", f"negative ndim {ndim}", at)
     return _read_dims(r, what, ndim, dim_fmt, np_shape)
@@ -174,7 +176,13 @@ def _read_dims(r: _Reader, what: str, ndim: int, dim_fmt: str, np_shape: bool) -
     return dims
 
 
+def _check_fname(fname: Any) -> None:
+    if not isinstance(fname, (str, os.PathLike)):     # open() would take an int as a file descriptor
+        raise TypeError("fname required to be a string")
+
+
 def _read_file(fname: str | os.PathLike) -> bytes:
+    _check_fname(fname)
     try:
         with open(fname, "rb") as f:
             return f.read()
@@ -282,6 +290,7 @@ def write_arrays(f: BinaryIO, values: Sequence[Any], names: Sequence[str] | None
 def save(fname: str | os.PathLike, data: Any) -> None:
     """``mx.nd.save``: an NDArray, a list of them, or a dict str -> NDArray (numpy arrays are
     accepted too and recorded as cpu(0)), written so that MXNet 1.9 loads the file."""
+    _check_fname(fname)
     values, names = _pairs(data)
     meta = _checked(values, names)      # before the file is opened: a refused save leaves no file behind
     try:
