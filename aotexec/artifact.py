@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -93,6 +94,8 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
         if unknown:
             raise AotexecError(f"--shape names {unknown} are not inputs of the symbol; its inputs are "
                                f"{symbol.list_inputs()}")
+    # parameters are read and checked before compiling: a wrong file fails in a moment, not after minutes
+    arrays = _params_to_numpy(params, symbol) if params is not None else None
     name = name or (Path(out).name if out else "model")
     out_dir = Path(out) if out else Path("artifacts") / name
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -139,8 +142,7 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
                 variant["files"][RESIDENT] = _write(out_dir / fname.replace(".vmfb", ".resident.vmfb"), vmfb)
                 variant["resident_entry_points"] = spec.to_json()
         manifest["variants"].append(variant)
-    if params is not None:
-        arrays = _params_to_numpy(params, symbol)
+    if arrays is not None:
         path = out_dir / "params.npz"
         np.savez(path, **arrays)
         manifest["params"] = {"file": path.name, "sha256": _sha256(path), "names": sorted(arrays)}
@@ -153,11 +155,39 @@ def _write(path: Path, vmfb: bytes) -> dict[str, Any]:
     return {"file": path.name, "sha256": hashlib.sha256(vmfb).hexdigest(), "bytes": len(vmfb)}
 
 
+def read_params(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """A parameter file by its content: an .npz archive or an MXNet NDArray file (``*.params`` of
+    ``save_checkpoint`` / ``mx.nd.save`` of a dict); keys as stored (names or arg:/aux: prefixes)."""
+    from .runtime.ndarray_file import is_ndarray_file, load_numpy
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as e:
+        raise AotexecError(f"cannot read parameter file {path}: {e.strerror or e}") from None
+    if head.startswith(b"PK"):
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                return {k: f[k] for k in f.files}
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:   # damaged, or a member needs pickle
+            raise AotexecError(f"cannot read parameter archive {path}: {e}") from None
+    if is_ndarray_file(head):
+        data = load_numpy(path)
+        if isinstance(data, list) and data:
+            raise AotexecError(f"parameter file {path} holds {len(data)} unnamed arrays (mx.nd.save of a list); "
+                               "parameters need names (a dict, or save_checkpoint's arg:/aux: keys)")
+        return dict(data) if isinstance(data, dict) else {}
+    kind = "a single-array numpy .npy file" if head.startswith(b"\x93NUMPY") else "not a parameter file"
+    raise AotexecError(f"parameter file {path} is {kind}: give an .npz archive (names or arg:/aux: keys) or an "
+                       "MXNet .params file (save_checkpoint / mx.nd.save of a dict)")
+
+
 def _params_to_numpy(params: Any, symbol) -> dict[str, np.ndarray]:
-    """Accept a dict of arrays (names, or MXNet's 'arg:'/'aux:' prefixes) or an .npz path."""
+    """Accept a dict of arrays (names, or MXNet's 'arg:'/'aux:' prefixes; NDArray or numpy) or the path
+    of an .npz or MXNet .params file."""
     if isinstance(params, (str, os.PathLike)):
-        with np.load(params, allow_pickle=False) as f:
-            params = {k: f[k] for k in f.files}
+        params = read_params(params)
+    if not isinstance(params, dict):
+        raise AotexecError(f"params must be a dict of name -> array or a file path, not {type(params).__name__}")
     args, aux = set(symbol.list_arguments()), set(symbol.list_auxiliary_states())
     out = {}
     for k, v in params.items():

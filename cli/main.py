@@ -87,7 +87,8 @@ def compile(
     symbol_json: Path = typer.Argument(..., help="MXNet *-symbol.json file"),
     shape: List[str] = typer.Option([], "--shape", "-s", help="input shape, NAME=D0,D1,... (repeatable)"),
     dtype: List[str] = typer.Option([], "--dtype", help="input dtype, NAME=float32 (repeatable)"),
-    params: Optional[Path] = typer.Option(None, "--params", help=".npz of parameters (names or arg:/aux: keys)"),
+    params: Optional[Path] = typer.Option(None, "--params", help="parameters: MXNet .params (save_checkpoint, "
+                                          "mx.nd.save of a dict) or .npz (names or arg:/aux: keys)"),
     target: List[str] = typer.Option(["llvm-cpu"], "--target", "-t", help="llvm-cpu | vulkan-spirv | cuda (repeatable)"),
     cpu: str = typer.Option("host", "--cpu", help="llvm-cpu target CPU: host (fast, not portable), x86-64-v3, generic..."),
     cuda_arch: str = typer.Option("sm_80", "--cuda-arch", help="CUDA target (sm_80 runs on Ampere and newer)"),
@@ -223,7 +224,8 @@ def _stats_ms(times: list[float]) -> str:
 def bench(
     source: Path = typer.Argument(..., help="MXNet *-symbol.json file, or an artifact directory"),
     shape: List[str] = typer.Option([], "--shape", "-s", help="input shape, NAME=D0,D1,... (symbols; repeatable)"),
-    params: Optional[Path] = typer.Option(None, "--params", help=".npz of parameters (symbols; default: random)"),
+    params: Optional[Path] = typer.Option(None, "--params", help="MXNet .params or .npz of parameters (symbols; "
+                                          "default: random)"),
     iters: int = typer.Option(100, "--iters", "-n", help="timed iterations"),
     warmup: int = typer.Option(10, "--warmup", help="untimed iterations first"),
     train: bool = typer.Option(False, "--train", help="also time a training step (symbols only): "
@@ -276,8 +278,8 @@ def bench(
             execs["train"] = sym.simple_bind(ctx(), grad_req=req, **shapes)
         given = set()
         if params:
-            with np.load(params, allow_pickle=False) as f:
-                loaded = {k.split(":", 1)[-1]: f[k] for k in f.files}
+            from aotexec.artifact import read_params
+            loaded = {k.split(":", 1)[-1]: v for k, v in read_params(params).items()}
             for ex in execs.values():
                 ex.copy_params_from({k: v for k, v in loaded.items() if k in ex.arg_dict},
                                     {k: v for k, v in loaded.items() if k in ex.aux_dict})

@@ -380,14 +380,16 @@ class Executor:
 
     def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
                          allow_extra_params: bool = False) -> None:
+        """Values: NDArray (any context, e.g. from ``ax.model.load_checkpoint``) or numpy, cast to the
+        executor's dtype; a shape other than the executor's is an error, not a broadcast."""
         for name, arr in arg_params.items():
             if name in self.arg_dict:
-                self.arg_dict[name][:] = arr
+                _copy_param(name, arr, self.arg_dict[name])
             elif not allow_extra_params:
                 raise ValueError(f"Find name \"{name}\" that is not in the arguments")
         for name, arr in (aux_params or {}).items():
             if name in self.aux_dict:
-                self.aux_dict[name][:] = arr
+                _copy_param(name, arr, self.aux_dict[name])
             elif not allow_extra_params:
                 raise ValueError(f"Find name {name} that is not in the auxiliary states")
 
@@ -399,3 +401,9 @@ class Executor:
         return f"<Executor {self._symbol!r} on {self._ctx}>"
 
 
+def _copy_param(name: str, src: Any, dst: NDArray) -> None:
+    shape = tuple(np.shape(src)) if not isinstance(src, NDArray) else src.shape
+    if shape != dst.shape:
+        raise AotexecError(f"copy_params_from: operands shape mismatch: '{name}' has shape {shape}, "
+                           f"the executor's is {dst.shape}")
+    dst[:] = src
