@@ -233,9 +233,14 @@ _DECL_PARAM = re.compile(r"%input\d+: (tensor<[^>]*>|![\w.]+)")
 _DECL_RESULT = re.compile(r"%output\d+: (tensor<[^>]*>|![\w.]+)")
 
 
+def _signless(t: str) -> str:
+    """IREE declares integers signless (ui64 -> i64) and may store i1 as i8."""
+    return re.sub(r"(?<=[<x])ui(\d+)>", r"i\1>", t).replace("i1>", "i8>")
+
+
 def _declared(decl: str) -> tuple[list[str], list[str]]:
     head, _, tail = decl.partition(") -> (")
-    return _DECL_PARAM.findall(head), _DECL_RESULT.findall(tail)
+    return [_signless(t) for t in _DECL_PARAM.findall(head)], [_signless(t) for t in _DECL_RESULT.findall(tail)]
 
 
 def check_module(path: Path, fname: str, vmfb: bytes, spec: ProgramSpec) -> None:
@@ -253,9 +258,13 @@ def check_module(path: Path, fname: str, vmfb: bytes, spec: ProgramSpec) -> None
         if decl is None:
             continue
         params, results = _declared(decl)
-        want_results = [tensor_type(p.shape, p.dtype) for p in ep.results]
-        want_params = [tensor_type(p.shape, p.dtype) for p in ep.params]
+        want_results = [_signless(tensor_type(p.shape, p.dtype)) for p in ep.results]
+        want_params = [_signless(tensor_type(p.shape, p.dtype)) for p in ep.params]
         if ep.output_args:
+            # a result bound where it is computed (hal.tensor.alias) declares its caller buffer untyped
+            n = len(want_params)
+            params = params[:n] + [w if g == "!hal.buffer_view" else g for g, w in zip(params[n:], want_results)] \
+                + params[n + len(want_results):]
             want_params += want_results + ["!hal.buffer"]
         for kind, got, want in (("parameters", params, want_params), ("results", results, want_results)):
             if got != want:
