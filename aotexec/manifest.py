@@ -69,11 +69,12 @@ def read_params(file: str | os.PathLike) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise AotexecError(f"params file {path} does not exist")
     try:
-        with np.load(path, allow_pickle=False) as f:
+        f = np.load(path, allow_pickle=False)
+        if isinstance(f, np.ndarray):
+            raise AotexecError(f"params file {path} is a single-array .npy file; give an .npz of named arrays "
+                               "(np.savez(path, fc1_weight=..., ...))")
+        with f:
             return {k: f[k] for k in f.files}
-    except AttributeError:   # np.load returned a bare array: no context manager
-        raise AotexecError(f"params file {path} is a single-array .npy file; give an .npz of named arrays "
-                           "(np.savez(path, fc1_weight=..., ...))") from None
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
         raise AotexecError(f"params file {path} is not a numpy .npz archive ({first_line(e)})") from None
 
