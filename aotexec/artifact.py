@@ -461,8 +461,9 @@ def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
         raise invalid(path, f"missing {manifest['symbol']}")
     try:
         symbol = load_json(spath.read_text())
-    except (AotexecError, UnicodeDecodeError, ValueError) as e:
-        raise invalid(path, f"{manifest['symbol']}: {first_line(e)}") from None
+    except Exception as e:   # noqa: BLE001 (whatever a crafted symbol.json trips, it is one line)
+        kind = "" if isinstance(e, AotexecError) else f"{type(e).__name__}: "
+        raise invalid(path, f"{manifest['symbol']}: {kind}{first_line(e)}") from None
     typings = check_symbol(path, manifest, symbol)
     specs = check_entry_points(path, manifest, symbol, typings)
     for v, (spec, resident) in zip(manifest["variants"], specs):

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .base import AotexecError
-from .emitter import tensor_type
+from .emitter import MLIR_DTYPES, tensor_type
 from .options import MIRROR_POLICIES
 from .passes.infer import Typing
 from .runtime.bind_args import GRAD_REQS, bind_typing
@@ -85,6 +85,10 @@ def _need(ok: bool, path: Path, what: str) -> None:
         raise invalid(path, what)
 
 
+def _dtype_ok(d: Any) -> bool:
+    return isinstance(d, str) and d in MLIR_DTYPES
+
+
 def _str_list(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(s, str) for s in v)
 
@@ -101,6 +105,7 @@ def check_structure(path: Path, m: dict) -> list[tuple[str, dict]]:
         _need(key in m, path, f"manifest lacks '{key}'")
     for key in ("arg_names", "aux_names", "output_names", "inputs"):
         _need(_str_list(m[key]), path, f"manifest '{key}' must be a list of names")
+    _need(isinstance(m["name"], str), path, "manifest 'name' must be a string")
     _need(m["mirror"] in MIRROR_POLICIES, path, f"manifest 'mirror' is {m['mirror']!r}; one of {MIRROR_POLICIES}")
     confined(path, m["symbol"], "symbol")
     targets = m["targets"]
@@ -109,7 +114,8 @@ def check_structure(path: Path, m: dict) -> list[tuple[str, dict]]:
         _need(t in TARGET_FILES, path, f"unknown target {t!r}; aotexec knows {', '.join(TARGET_FILES)}")
         _need(isinstance(meta, dict), path, f"malformed target record for {t}")
         cpu = meta.get("cpu") if t == "llvm-cpu" else None
-        _need(cpu is None or isinstance(cpu, dict) and (cpu.get("features") is None or _str_list(cpu["features"])),
+        _need(cpu is None or isinstance(cpu, dict) and (cpu.get("features") is None or _str_list(cpu["features"]))
+              and all(isinstance(cpu.get(k), (str, type(None))) for k in ("cpu", "host_cpu", "triple")),
               path, "malformed llvm-cpu CPU record")
     variants = m["variants"]
     _need(isinstance(variants, list) and bool(variants), path, "manifest has no compiled variants")
@@ -121,10 +127,7 @@ def check_structure(path: Path, m: dict) -> list[tuple[str, dict]]:
         _need(all(isinstance(s, list) and all(isinstance(d, int) and d >= 0 for d in s) for s in v["shapes"].values()),
               path, f"variant {k}: shapes must be lists of non-negative integers")
         for n, d in v["dtypes"].items():
-            try:
-                np.dtype(d)
-            except TypeError:
-                raise invalid(path, f"variant {k}: {n} has dtype {d!r}, which is not a dtype") from None
+            _need(_dtype_ok(d), path, f"variant {k}: {n} has dtype {d!r}; aotexec's dtypes are {sorted(MLIR_DTYPES)}")
         req = v.get("grad_req")
         _need(req is None or isinstance(req, dict) and all(r in GRAD_REQS for r in req.values()), path,
               f"variant {k}: grad_req must be null or an object of {GRAD_REQS}")
@@ -164,8 +167,9 @@ def check_symbol(path: Path, m: dict, symbol) -> list[Typing]:
         try:
             typings.append(bind_typing(symbol, {n: tuple(s) for n, s in v["shapes"].items()},
                                        {n: np.dtype(d) for n, d in v["dtypes"].items()}))
-        except AotexecError as e:
-            raise invalid(path, f"variant {k}'s shapes do not fit the symbol: {first_line(e)}") from None
+        except Exception as e:   # noqa: BLE001 (shape rules may fail any way on shapes nobody compiled)
+            kind = "" if isinstance(e, AotexecError) else f"{type(e).__name__}: "
+            raise invalid(path, f"variant {k}'s shapes do not fit the symbol: {kind}{first_line(e)}") from None
     return typings
 
 
@@ -192,6 +196,8 @@ def _expected(p, typing: Typing, symbol, args: set[str], aux: set[str]) -> tuple
 def _check_entry(path: Path, where: str, ep: EntryPoint, typing: Typing, symbol) -> None:
     args, aux = set(symbol.list_arguments()), set(symbol.list_auxiliary_states())
     for p in (*ep.params, *ep.results):
+        _need(_dtype_ok(p.dtype) and all(d >= 0 for d in p.shape), path,
+              f"{where}: port {p.name!r} has shape {tuple(p.shape)} and dtype {p.dtype!r}")
         want = _expected(p, typing, symbol, args, aux)
         if want is not None and want[0] == "no such":
             raise invalid(path, f"{where}: port {p.name!r} ({p.role.value}) names nothing of the symbol")

@@ -153,6 +153,11 @@ def test_paths_outside_the_artifact_folder_are_refused(copy, tmp_path):
     (lambda m: m["variants"][0]["entry_points"]["forward_infer"]["inputs"].pop(), "are not the symbol's"),
     (lambda m: m["variants"][0]["entry_points"].pop("forward_infer"), "lacks the entry points"),
     (lambda m: m["variants"][0].__setitem__("grad_req", {"fc1_weight": "write"}), "grad_req must name exactly"),
+    (lambda m: m["variants"][0]["dtypes"].__setitem__("data", "object"), "aotexec's dtypes are"),
+    (lambda m: m["variants"][0]["entry_points"]["forward_infer"]["outputs"][0].__setitem__("dtype", "complex128"),
+     "dtype 'complex128'"),
+    (lambda m: m["targets"]["llvm-cpu"]["cpu"].__setitem__("cpu", 7), "malformed llvm-cpu CPU record"),
+    (lambda m: m["variants"][0]["files"]["llvm-cpu"].__setitem__("file", None), "must be a plain file name"),
 ])
 def test_edited_manifest_fields_are_checked_against_the_symbol(copy, edit, pattern):
     a = copy()
