@@ -1,6 +1,7 @@
 """What the commands share: the one-line error, NAME=VALUE parsing, shapes, devices, files."""
 from __future__ import annotations
 
+import io
 import zipfile
 from pathlib import Path
 from typing import Any, NoReturn
@@ -65,10 +66,11 @@ def load_array(path: str | Path, what: str) -> Any:
     """One array from a .npy file; any other kind of file is a one-line error."""
     import numpy as np
     path = Path(path)
-    if not path.is_file():
-        fail(f"{what}: {path} does not exist")
+    if not path.exists() or path.is_dir():
+        fail(f"{what}: {path} does not exist" if not path.exists() else f"{what}: {path} is a folder")
     try:
-        arr = np.load(path, allow_pickle=False)
+        # read whole: a pipe (bash's <(...)) is not seekable, and np.load seeks
+        arr = np.load(io.BytesIO(path.read_bytes()), allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
         fail(f"{what}: {path} is not a numpy .npy file ({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__})")
     if not isinstance(arr, np.ndarray):
