@@ -2,50 +2,51 @@
 
 Layout::
 
-    manifest.json      format version, versions, targets (file + sha256 + CPU record),
-                       per shape variant: entry points (argument/result names, shapes,
-                       dtypes) and, for a training artifact, the grad_req it was built for
+    manifest.json      format version, versions, targets (file + sha256 + CPU record), the
+                       inputs (data and labels: what is not a parameter), per shape variant:
+                       entry points (argument/result names, shapes, dtypes) and, for a
+                       training artifact, the grad_req it was built for
     symbol.json        the MXNet symbol
-    <target>.vmfb      one IREE module per target
+    <target>.vmfb      one IREE module per target (<target>.v<k>.vmfb for variant k > 0)
     llvm-cpu.resident.vmfb   forward_infer reading the parameters as IREE parameters
                        (inference executors, ``runtime.program.Program.bind_parameters``)
-    params.npz         optional; numpy archive read with allow_pickle=False
+    params.npz         optional; every argument and aux state that is not an input, with the
+                       symbol's shapes and dtypes; read with allow_pickle=False
 
-Writing needs the compiler (``ax.compile``); reading (``ax.load``) needs only
-numpy and iree.runtime.  Loading validates everything before running anything:
-missing files, hash mismatches, a newer format, an IREE runtime that differs from
-the compiler that built the modules, and a CPU lacking the code's features.
+Writing needs the compiler (``ax.compile``) and is atomic: everything goes into a temporary
+folder beside ``out``, checked by loading it, then renamed into place, so a failed compile
+leaves no half-written artifact.  Reading (``ax.load``) needs only numpy and iree.runtime
+and validates everything before running anything (``aotexec.manifest``): missing files,
+hash mismatches, file names leading outside the folder, a newer format, an IREE runtime
+that differs from the compiler that built the modules, every manifest field against the
+symbol and the compiled functions, the parameters (complete, exact shapes and dtypes),
+and (at bind) a CPU lacking the code's features.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import zipfile
+import secrets
+import shutil
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from .base import AotexecError
+from .base import AotexecError, require_compiler
+from .manifest import (FORMAT_VERSION, MANIFEST, RESIDENT, TARGET_FILES, check_entry_points, check_module,
+                       check_params, check_structure, check_symbol, confined, first_line, invalid, is_label,
+                       prepare_params, read_params)
 from .options import Options
 from .runtime.context import Context, current_context
 from .runtime.program import Program, resident_wanted
 from .runtime.provider import Placement
 from .signature import ProgramSpec
 
-FORMAT_VERSION = 3   # 2: shape variants, planned-buffer ABI (iree.abi.output); 3: typed entry-point ports
-MANIFEST = "manifest.json"
-TARGET_FILES = {"llvm-cpu": "llvm-cpu.vmfb", "vulkan-spirv": "vulkan-spirv.vmfb", "cuda": "cuda.vmfb"}
-RESIDENT = "llvm-cpu-resident"   # a variant's forward_infer with resident parameters (optional file)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+__all__ = ["Artifact", "ArtifactProvider", "compile", "load", "read_params", "FORMAT_VERSION", "MANIFEST",
+           "RESIDENT", "TARGET_FILES"]
 
 
 def _iree_major_minor(v: str) -> str:
@@ -62,12 +63,17 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
             dtypes: dict[str, Any] | None = None, targets: Sequence[str] = ("llvm-cpu",), grad_req: str = "null",
             params: Any = None, out: str | os.PathLike | None = None, cpu: str = "host",
             cuda_arch: str = "sm_80", name: str | None = None, progress=None,
-            mirror: bool | str | None = None) -> "Artifact":
+            mirror: bool | str | None = None, cast_params: bool = False) -> "Artifact":
     """Compile ``symbol`` for ``targets`` and write an artifact directory.
 
     ``shapes`` is one dict of input shapes or a list of them: each is a *variant*
-    (e.g. batch 1 and batch 16), so ``Executor.reshape`` between them works in a
-    runtime-only deployment.
+    (e.g. batch 1 and batch 16); ``aotexec run`` picks the one its inputs fit, and
+    ``Executor.reshape`` between them works in a runtime-only deployment.
+
+    ``params`` (a dict by name or by MXNet's 'arg:' / 'aux:' keys, or an .npz path) must give
+    every argument and aux state that is not an input (the names in ``shapes``, and arguments
+    ending in 'label') with the symbol's shapes and dtypes; ``cast_params=True`` casts dtypes
+    within their kind (float64 -> float32).  Checked before anything compiles.
 
     ``grad_req`` other than 'null' (a str for every argument, or a dict by argument, as in
     ``simple_bind``) adds the training entry points (forward_train, backward, train_step)
@@ -75,6 +81,7 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
     recomputation policy ``mirror`` (``passes.mirror``; recorded, so ``debug_str`` shows the
     graph the modules run).
     """
+    require_compiler("ax.compile (aotexec compile)")
     from . import pipeline
     from .compiler import CompileOptions, compiler_version, resolve_cpu
     from .ops.registry import train_mode_matters
@@ -84,70 +91,82 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
     options = Options.from_env(mirror=mirror)
     reqs = normalize_grad_req(grad_req, symbol.list_arguments())
     train = any(r != "null" for r in reqs.values())
-    policy = options.mirror
     variants_in = [shapes] if isinstance(shapes, dict) else list(shapes)
     if not variants_in:
         raise AotexecError("give the input shapes of at least one variant")
-    inputs = set(symbol.list_inputs())
     for v in variants_in:
-        unknown = sorted(set(v) - inputs)
+        unknown = sorted(set(v) - set(symbol.list_inputs()))
         if unknown:
             raise AotexecError(f"--shape names {unknown} are not inputs of the symbol; its inputs are "
                                f"{symbol.list_inputs()}")
-    # parameters are read and checked before compiling: a wrong file fails in a moment, not after minutes
-    arrays = _params_to_numpy(params, symbol) if params is not None else None
+    for target in targets:
+        if target not in TARGET_FILES:
+            raise AotexecError(f"unknown target {target!r}; choose from {', '.join(TARGET_FILES)}")
+    args = set(symbol.list_arguments())
+    inputs = [n for n in symbol.list_inputs() if any(n in v for v in variants_in) or n in args and is_label(n)]
+    # everything the user gave is checked before the (minutes-long) compile
+    typings = [bind_typing(symbol, {n: shape_from_user(sh) for n, sh in v.items()},
+                           {n: np.dtype(d) for n, d in (dtypes or {}).items()}) for v in variants_in]
+    arrays = prepare_params(params, symbol, typings, inputs, cast_params) if params is not None else None
     name = name or (Path(out).name if out else "model")
-    out_dir = Path(out) if out else Path("artifacts") / name
-    out_dir.mkdir(parents=True, exist_ok=True)
+    final = Path(out) if out else Path("artifacts") / name
+    _check_destination(final)
+    compile_opts = {t: CompileOptions(target=t, cpu=cpu, cuda_arch=cuda_arch, extra_flags=options.iree_flags)
+                    for t in targets}
     manifest: dict[str, Any] = {
         "format_version": FORMAT_VERSION, "name": name,
         "aotexec_version": __import__("aotexec").__version__,
         "iree_compiler_version": compiler_version(),
-        "symbol": "symbol.json", "targets": {}, "variants": [],
+        "symbol": "symbol.json", "targets": {}, "variants": [], "inputs": inputs,
         "arg_names": symbol.list_arguments(), "aux_names": symbol.list_auxiliary_states(),
-        "output_names": symbol.list_outputs(), "params": None, "mirror": policy,
+        "output_names": symbol.list_outputs(), "params": None, "mirror": options.mirror,
     }
-    (out_dir / "symbol.json").write_text(symbol.tojson())
-    for target in targets:
-        if target not in TARGET_FILES:
-            raise AotexecError(f"unknown target {target!r}; choose from {', '.join(TARGET_FILES)}")
-        opts = CompileOptions(target=target, cpu=cpu, cuda_arch=cuda_arch, extra_flags=options.iree_flags)
+    for target, opts in compile_opts.items():   # resolve_cpu refuses a CPU name LLVM does not know
         manifest["targets"][target] = {"cpu": resolve_cpu(opts, options=options)} if target == "llvm-cpu" else \
             {"cuda_arch": cuda_arch} if target == "cuda" else {}
-    for k, v in enumerate(variants_in):
-        typing = bind_typing(symbol, {n: shape_from_user(sh) for n, sh in v.items()},
-                        {n: np.dtype(d) for n, d in (dtypes or {}).items()})
-        g = typing.graph
-        modes = ["forward_infer"] + (["forward_train", "backward", "train_step"] if train else
-                                     ["forward_train"] if train_mode_matters(g.nodes) else [])
-        variant: dict[str, Any] = {
-            "shapes": {n.name: list(typing.node_shape(n)) for n in g.variables()},
-            "dtypes": {n.name: typing.node_dtype(n).name for n in g.variables()},
-            "grad_req": reqs if train else None, "entry_points": None, "files": {}}
-        for target in targets:
-            opts = CompileOptions(target=target, cpu=cpu, cuda_arch=cuda_arch, extra_flags=options.iree_flags)
-            if progress:
-                progress(f"compiling {target}" + (f" (cpu={cpu})" if target == "llvm-cpu" else "")
-                         + (f" for {v}" if len(variants_in) > 1 else ""))
-            vmfb, spec = pipeline.compile_program(symbol, typing, modes, opts, options, reqs=reqs if train else None,
-                                               mirror=policy)
-            fname = TARGET_FILES[target] if k == 0 else TARGET_FILES[target].replace(".vmfb", f".v{k}.vmfb")
-            variant["files"][target] = _write(out_dir / fname, vmfb)
-            variant["entry_points"] = spec.to_json()
-            if pipeline.program.resident_enabled(opts, options):
-                # inference executors keep their parameters resident (docs/ARCHITECTURE.md); such a
-                # module needs them at load, so it is a file of its own
-                vmfb, spec = pipeline.compile_program(symbol, typing, ["forward_infer"], opts, options,
-                                                   resident=pipeline.resident_parameters(symbol, typing))
-                variant["files"][RESIDENT] = _write(out_dir / fname.replace(".vmfb", ".resident.vmfb"), vmfb)
-                variant["resident_entry_points"] = spec.to_json()
-        manifest["variants"].append(variant)
-    if arrays is not None:
-        path = out_dir / "params.npz"
-        np.savez(path, **arrays)
-        manifest["params"] = {"file": path.name, "sha256": _sha256(path), "names": sorted(arrays)}
-    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
-    return load(out_dir)
+    with _staging(final) as tmp:
+        (tmp / "symbol.json").write_text(symbol.tojson())
+        for k, (v, typing) in enumerate(zip(variants_in, typings)):
+            g = typing.graph
+            modes = ["forward_infer"] + (["forward_train", "backward", "train_step"] if train else
+                                         ["forward_train"] if train_mode_matters(g.nodes) else [])
+            variant: dict[str, Any] = {
+                "shapes": {n.name: list(typing.node_shape(n)) for n in g.variables()},
+                "dtypes": {n.name: typing.node_dtype(n).name for n in g.variables()},
+                "grad_req": reqs if train else None, "entry_points": None, "files": {}}
+            for target, opts in compile_opts.items():
+                if progress:
+                    progress(f"compiling {target}" + (f" (cpu={cpu})" if target == "llvm-cpu" else "")
+                             + (f" for {v}" if len(variants_in) > 1 else ""))
+                vmfb, spec = pipeline.compile_program(symbol, typing, modes, opts, options,
+                                                      reqs=reqs if train else None, mirror=options.mirror)
+                fname = TARGET_FILES[target] if k == 0 else TARGET_FILES[target].replace(".vmfb", f".v{k}.vmfb")
+                variant["files"][target] = _write(tmp / fname, vmfb)
+                variant["entry_points"] = spec.to_json()
+                if pipeline.program.resident_enabled(opts, options):
+                    # inference executors keep their parameters resident (docs/ARCHITECTURE.md); such a
+                    # module needs them at load, so it is a file of its own
+                    vmfb, spec = pipeline.compile_program(symbol, typing, ["forward_infer"], opts, options,
+                                                          resident=pipeline.resident_parameters(symbol, typing))
+                    variant["files"][RESIDENT] = _write(tmp / fname.replace(".vmfb", ".resident.vmfb"), vmfb)
+                    variant["resident_entry_points"] = spec.to_json()
+            manifest["variants"].append(variant)
+        if arrays is not None:
+            np.savez(tmp / "params.npz", **arrays)
+            manifest["params"] = {"file": "params.npz", "sha256": _sha256(tmp / "params.npz"),
+                                  "names": sorted(arrays)}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        art = load(tmp)     # what was written passes the checks every loader makes
+    art.path = final
+    return art
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _write(path: Path, vmfb: bytes) -> dict[str, Any]:
@@ -155,71 +174,53 @@ def _write(path: Path, vmfb: bytes) -> dict[str, Any]:
     return {"file": path.name, "sha256": hashlib.sha256(vmfb).hexdigest(), "bytes": len(vmfb)}
 
 
-def read_params(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """A parameter file by its content: an .npz archive or an MXNet NDArray file (``*.params`` of
-    ``save_checkpoint`` / ``mx.nd.save`` of a dict); keys as stored (names or arg:/aux: prefixes)."""
-    from .runtime.ndarray_file import is_ndarray_file, load_numpy
+def _check_destination(final: Path) -> None:
+    """An existing artifact (or an empty folder) is replaced; anything else is not ours to delete."""
+    if final.exists() and not final.is_dir():
+        raise AotexecError(f"cannot write the artifact to {final}: it is a file")
+    if final.is_dir() and any(final.iterdir()) and not (final / MANIFEST).is_file():
+        raise AotexecError(f"{final} exists and is not an aotexec artifact (no {MANIFEST}); choose another "
+                           "output folder or remove it")
+
+
+@contextlib.contextmanager
+def _staging(final: Path) -> Iterator[Path]:
+    """A temporary folder beside ``final``, renamed to it at the end; removed on any failure."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir()
     try:
-        with open(path, "rb") as f:
-            head = f.read(8)
-    except OSError as e:
-        raise AotexecError(f"cannot read parameter file {path}: {e.strerror or e}") from None
-    if head.startswith(b"PK"):
-        try:
-            with np.load(path, allow_pickle=False) as f:
-                return {k: f[k] for k in f.files}
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:   # damaged, or a member needs pickle
-            raise AotexecError(f"cannot read parameter archive {path}: {e}") from None
-    if is_ndarray_file(head):
-        data = load_numpy(path)
-        if isinstance(data, list) and data:
-            raise AotexecError(f"parameter file {path} holds {len(data)} unnamed arrays (mx.nd.save of a list); "
-                               "parameters need names (a dict, or save_checkpoint's arg:/aux: keys)")
-        return dict(data) if isinstance(data, dict) else {}
-    kind = "a single-array numpy .npy file" if head.startswith(b"\x93NUMPY") else "not a parameter file"
-    raise AotexecError(f"parameter file {path} is {kind}: give an .npz archive (names or arg:/aux: keys) or an "
-                       "MXNet .params file (save_checkpoint / mx.nd.save of a dict)")
-
-
-def _params_to_numpy(params: Any, symbol) -> dict[str, np.ndarray]:
-    """Accept a dict of arrays (names, or MXNet's 'arg:'/'aux:' prefixes; NDArray or numpy) or the path
-    of an .npz or MXNet .params file."""
-    if isinstance(params, (str, os.PathLike)):
-        params = read_params(params)
-    if not isinstance(params, dict):
-        raise AotexecError(f"params must be a dict of name -> array or a file path, not {type(params).__name__}")
-    args, aux = set(symbol.list_arguments()), set(symbol.list_auxiliary_states())
-    out = {}
-    for k, v in params.items():
-        key = k.split(":", 1)[1] if k.startswith(("arg:", "aux:")) else k
-        if key not in args and key not in aux:
-            raise AotexecError(f"parameter '{k}' is not an argument or aux state of the symbol")
-        out[("aux:" if key in aux else "arg:") + key] = np.asarray(v)
-    return out
+        yield tmp
+        old = None
+        if final.exists():
+            old = final.parent / f".{final.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+            os.rename(final, old)
+        os.rename(tmp, final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 # ------------------------------------------------------------------ reading
 class Artifact:
-    """A loaded artifact: its symbol, parameters and, per shape variant, one module per target."""
+    """A loaded, validated artifact: its symbol, parameters and, per shape variant, one module
+    per target."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], ctx: Context | None, options: Options):
-        from .symbol import load_json
+    def __init__(self, path: Path, manifest: dict[str, Any], symbol, specs: list[tuple], arg_params: dict,
+                 aux_params: dict, ctx: Context | None, options: Options):
         self.path = path
         self.options = options
         self.manifest = manifest
         self.ctx = ctx
-        self.symbol = load_json((path / manifest["symbol"]).read_text())
+        self.symbol = symbol
         self.variants = manifest["variants"]
-        self.specs = [ProgramSpec.from_json(v["entry_points"]) for v in self.variants]
-        self.resident_specs = [ProgramSpec.from_json(v["resident_entry_points"]) if RESIDENT in v["files"] else None
-                               for v in self.variants]
+        self.specs: list[ProgramSpec] = [s for s, _ in specs]
+        self.resident_specs: list[ProgramSpec | None] = [r for _, r in specs]
         self._programs: dict[tuple[Context, int, bool], Program] = {}
-        self.arg_params: dict[str, np.ndarray] = {}
-        self.aux_params: dict[str, np.ndarray] = {}
-        if manifest.get("params"):
-            with np.load(path / manifest["params"]["file"], allow_pickle=False) as f:
-                for k in f.files:
-                    (self.aux_params if k.startswith("aux:") else self.arg_params)[k.split(":", 1)[1]] = f[k]
+        self.arg_params: dict[str, np.ndarray] = arg_params
+        self.aux_params: dict[str, np.ndarray] = aux_params
 
     @property
     def targets(self) -> list[str]:
@@ -237,6 +238,47 @@ class Artifact:
     def variant_shapes(self, k: int) -> dict[str, tuple[int, ...]]:
         return {n: tuple(v) for n, v in self.variants[k]["shapes"].items()}
 
+    @property
+    def inputs(self) -> list[str]:
+        """Arguments that are not parameters: the data inputs and the labels."""
+        return list(self.manifest["inputs"])
+
+    @property
+    def data_inputs(self) -> list[str]:
+        """The inputs inference needs values for (not labels, not packaged parameters)."""
+        return [n for n in self.inputs if not is_label(n) and n not in self.arg_params]
+
+    def describe_variant(self, k: int) -> str:
+        shapes = self.variant_shapes(k)
+        return ", ".join(f"{n}={shapes[n]}" for n in (self.data_inputs or self.inputs or list(shapes)))
+
+    def describe_variants(self) -> str:
+        return "; ".join(f"variant {k}: {self.describe_variant(k)}" for k in range(len(self.variants)))
+
+    def check_variant(self, k: int) -> int:
+        if not isinstance(k, int) or not 0 <= k < len(self.variants):
+            raise AotexecError(f"artifact {self.path} has {len(self.variants)} variant(s), numbered from 0: "
+                               f"{self.describe_variants()}")
+        return k
+
+    def variant_for(self, shapes: dict[str, Sequence[int]]) -> int:
+        """The first variant whose shapes are ``shapes`` (by name; names not given match any)."""
+        given = {n: tuple(s) for n, s in shapes.items()}
+        unknown = sorted(set(given) - set(self.variant_shapes(0)))
+        if unknown:
+            raise AotexecError(f"{unknown} are not inputs of artifact {self.path}; its inputs are {self.inputs}")
+        for k in range(len(self.variants)):
+            have = self.variant_shapes(k)
+            if all(have[n] == s for n, s in given.items()):
+                return k
+        raise self._no_variant(given)
+
+    def _no_variant(self, shapes: dict[str, tuple]) -> AotexecError:
+        names = [n for n in (self.data_inputs or self.inputs) if n in shapes] or list(shapes)
+        return AotexecError(f"artifact {self.path} has no variant compiled for shapes "
+                            f"{', '.join(f'{n}={shapes[n]}' for n in names)}; it has: {self.describe_variants()}. "
+                            "Recompile with aotexec compile --shape ... (repeat --shape for several variants)")
+
     def program(self, ctx: Context, variant: int = 0, resident: bool = False) -> Program:
         """``resident``: the variant's inference-only module with resident parameters."""
         prog = self._programs.get((ctx, variant, resident))
@@ -251,7 +293,9 @@ class Artifact:
                 cpu = self.manifest["targets"][target].get("cpu") or {}
                 check_cpu_compatible(cpu.get("features"), cpu.get("cpu") or "host",
                                      host_cpu=cpu.get("host_cpu"), triple=cpu.get("triple"))
-            vmfb = (self.path / rec["file"]).read_bytes()
+            vmfb = confined(self.path, rec["file"], target).read_bytes()
+            if hashlib.sha256(vmfb).hexdigest() != rec["sha256"]:   # changed since load
+                raise invalid(self.path, f"{rec['file']} does not match the sha256 in the manifest")
             spec = self.resident_specs[variant] if resident else self.specs[variant]
             prog = self._programs[(ctx, variant, resident)] = Program(ctx, vmfb, spec)
         return prog
@@ -268,11 +312,7 @@ class Artifact:
             if self.variant_shapes(k) == want:
                 break
         else:
-            have = "; ".join(str({n: s for n, s in self.variant_shapes(k).items() if n in self._data_names()})
-                             for k in range(len(self.variants)))
-            raise AotexecError(f"artifact {self.path} has no variant compiled for shapes "
-                               f"{ {n: s for n, s in want.items() if n in self._data_names()} }; it has: {have}. "
-                               "Recompile with aotexec compile --shape ... (repeat --shape for several variants)")
+            raise self._no_variant(want)
         built = self.variants[k].get("grad_req")
         for m in modes:
             if m not in self.specs[k].entries:
@@ -291,12 +331,6 @@ class Artifact:
         """The grad_req the training entry points were compiled for (None: inference only)."""
         return self.variants[0].get("grad_req")
 
-    def _data_names(self) -> set[str]:
-        """Inputs whose shapes differ between variants, or all inputs that are not parameters."""
-        names = set(self.variant_shapes(0))
-        varying = {n for n in names if len({self.variant_shapes(k).get(n) for k in range(len(self.variants))}) > 1}
-        return varying or (names - set(self.arg_params) - set(self.aux_params))
-
     def _check_grad_req(self, grad_req) -> Any:
         """The grad_req to bind with: the compiled one by default; 'null' always works."""
         if grad_req is None:
@@ -306,16 +340,23 @@ class Artifact:
                                "or recompile with a grad_req (aotexec compile --grad-req write)")
         return grad_req
 
-    def simple_bind(self, ctx: Context | None = None, grad_req=None, **shapes) -> Any:
-        """An Executor at one of the artifact's variants, with its parameters loaded.
+    def simple_bind(self, ctx: Context | None = None, grad_req=None, variant: int | None = None, **shapes) -> Any:
+        """An Executor at one of the artifact's variants, with its parameters loaded: ``variant``
+        (a number), or the one compiled for ``shapes`` (input shapes by name), else variant 0.
         ``grad_req`` defaults to what the training entry points were compiled for."""
         from .runtime.binding import simple_bind
         grad_req = self._check_grad_req(grad_req)
         ctx = ctx or self.ctx or current_context()
-        self.program(ctx)
-        shapes = shapes or self.shapes
-        dtypes = {k: np.dtype(v) for k, v in self.variants[0]["dtypes"].items()}
-        ex = simple_bind(self.symbol, ctx, grad_req=grad_req, type_dict=dtypes, provider=self._provider, **shapes)
+        if variant is not None:
+            k = self.check_variant(variant)
+            if any(self.variant_shapes(k).get(n) != tuple(s) for n, s in shapes.items()):
+                raise AotexecError(f"variant {k} was compiled for {self.describe_variant(k)}, not {shapes}")
+        else:
+            k = self.variant_for(shapes) if shapes else 0
+        self.program(ctx, k)
+        dtypes = {n: np.dtype(d) for n, d in self.variants[k]["dtypes"].items()}
+        ex = simple_bind(self.symbol, ctx, grad_req=grad_req, type_dict=dtypes, provider=self._provider,
+                         **self.variant_shapes(k))
         self._check_bound(ex)
         ex.copy_params_from(self.arg_params, self.aux_params, allow_extra_params=True)
         return ex
@@ -347,8 +388,7 @@ class ArtifactProvider:
 
     def __init__(self, artifact: Artifact):
         self.artifact = artifact
-        # artifacts written before the policy was recorded were compiled without mirroring
-        self.mirror = artifact.manifest.get("mirror", "none")
+        self.mirror = artifact.manifest["mirror"]
 
     def program(self, symbol, typing, modes, ctx, reqs=None, monitor=None) -> Program:
         if monitor:
@@ -365,67 +405,76 @@ class ArtifactProvider:
 
     def placement(self, symbol, typing, reqs, group2ctx, ctx, train: bool) -> Placement:
         """group2ctx compiles one module per context: artifacts hold whole-graph modules only."""
-        try:
-            from .pipeline.provider import CompileProvider
-        except ImportError as e:
-            raise AotexecError(f"group2ctx compiles one module per context, which needs the IREE compiler "
-                               f"(pip install 'aotexec[compiler]'; {e}); bind the artifact without group2ctx") from None
+        require_compiler("group2ctx on an artifact (it compiles one module per context; bind without group2ctx)")
+        from .pipeline.provider import CompileProvider
         return CompileProvider(self.artifact.options.replace(mirror=self.mirror)).placement(
             symbol, typing, reqs, group2ctx, ctx, train)
 
 
-def _fail(path: Path, what: str) -> AotexecError:
-    return AotexecError(f"invalid artifact {path}: {what}")
+def _read_manifest(path: Path) -> dict[str, Any]:
+    if not path.is_dir():
+        raise invalid(path, "it is a file, not an artifact directory" if path.exists() else "no such directory")
+    mpath = path / MANIFEST
+    if not mpath.is_file():
+        raise invalid(path, f"no {MANIFEST} (is this an aotexec artifact directory?)")
+    try:
+        manifest = json.loads(mpath.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise invalid(path, f"{MANIFEST} is not valid JSON ({e})") from None
+    if not isinstance(manifest, dict):
+        raise invalid(path, f"{MANIFEST} must be a JSON object")
+    fv = manifest.get("format_version")
+    if not isinstance(fv, int):
+        raise invalid(path, "manifest has no format_version")
+    if fv < FORMAT_VERSION:
+        raise invalid(path, f"format version {fv} was written by an earlier aotexec (this one reads format "
+                            f"{FORMAT_VERSION}); recompile it with aotexec compile")
+    if fv > FORMAT_VERSION:
+        raise invalid(path, f"format version {fv} is newer than this aotexec supports ({FORMAT_VERSION}); "
+                            "upgrade aotexec")
+    built = str(manifest.get("iree_compiler_version", ""))
+    if _iree_major_minor(built) != _iree_major_minor(runtime_version()):
+        raise invalid(path, f"its modules were built by IREE {built} but this runtime is IREE "
+                            f"{runtime_version()}; recompile the artifact or install iree-base-runtime=="
+                            f"{built.split('@')[0]}")
+    return manifest
 
 
 def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
     """Open and validate an artifact directory (runtime only; no compiler needed)."""
+    from .symbol import load_json
     options = Options.from_env()
     path = Path(path)
-    mpath = path / MANIFEST
-    if not mpath.is_file():
-        raise _fail(path, f"no {MANIFEST} (is this an aotexec artifact directory?)")
-    try:
-        manifest = json.loads(mpath.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise _fail(path, f"{MANIFEST} is not valid JSON ({e})") from None
-    if not isinstance(manifest, dict):
-        raise _fail(path, f"{MANIFEST} must be a JSON object")
-    fv = manifest.get("format_version")
-    if not isinstance(fv, int):
-        raise _fail(path, "manifest has no format_version")
-    if fv < FORMAT_VERSION:
-        raise _fail(path, f"format version {fv} was written by an earlier aotexec whose modules use another "
-                          f"calling convention; recompile it with aotexec compile")
-    if fv > FORMAT_VERSION:
-        raise _fail(path, f"format version {fv} is newer than this aotexec supports ({FORMAT_VERSION}); "
-                          "upgrade aotexec")
-    for key in ("symbol", "targets", "variants"):
-        if key not in manifest:
-            raise _fail(path, f"manifest lacks '{key}'")
-    if not isinstance(manifest["variants"], list) or not manifest["variants"]:
-        raise _fail(path, "manifest has no compiled variants")
-    built = str(manifest.get("iree_compiler_version", ""))
-    if _iree_major_minor(built) != _iree_major_minor(runtime_version()):
-        raise _fail(path, f"its modules were built by IREE {built} but this runtime is IREE "
-                          f"{runtime_version()}; recompile the artifact or install iree-base-runtime=="
-                          f"{built.split('@')[0]}")
-    if not (path / manifest["symbol"]).is_file():
-        raise _fail(path, f"missing {manifest['symbol']}")
-    try:
-        files = [(t, r) for v in manifest["variants"] for t, r in v["files"].items()]
-    except (KeyError, TypeError, AttributeError) as e:
-        raise _fail(path, f"malformed variants in the manifest ({e})") from None
-    if manifest.get("params"):
-        files.append(("params", manifest["params"]))
+    manifest = _read_manifest(path)
+    files = check_structure(path, manifest)
+    contents: dict[str, bytes] = {}
     for what, rec in files:
-        f = path / rec["file"]
+        f = confined(path, rec["file"], what)
         if not f.is_file():
-            raise _fail(path, f"missing {rec['file']} ({what})")
-        if _sha256(f) != rec["sha256"]:
-            raise _fail(path, f"{rec['file']} ({what}) does not match the sha256 in the manifest "
-                              "(corrupt or modified file); recompile the artifact")
+            raise invalid(path, f"missing {rec['file']} ({what})")
+        data = contents[rec["file"]] = f.read_bytes()
+        if hashlib.sha256(data).hexdigest() != rec["sha256"]:
+            raise invalid(path, f"{rec['file']} ({what}) does not match the sha256 in the manifest "
+                                "(corrupt or modified file); recompile the artifact")
+    spath = confined(path, manifest["symbol"], "symbol")
+    if not spath.is_file():
+        raise invalid(path, f"missing {manifest['symbol']}")
     try:
-        return Artifact(path, manifest, ctx, options)
-    except (KeyError, ValueError, TypeError) as e:
-        raise _fail(path, f"{type(e).__name__}: {e}") from None
+        symbol = load_json(spath.read_text())
+    except Exception as e:   # noqa: BLE001 (whatever a crafted symbol.json trips, it is one line)
+        kind = "" if isinstance(e, AotexecError) else f"{type(e).__name__}: "
+        raise invalid(path, f"{manifest['symbol']}: {kind}{first_line(e)}") from None
+    typings = check_symbol(path, manifest, symbol)
+    specs = check_entry_points(path, manifest, symbol, typings)
+    for v, (spec, resident) in zip(manifest["variants"], specs):
+        for t, rec in v["files"].items():
+            check_module(path, rec["file"], contents[rec["file"]], resident if t == RESIDENT else spec)
+    arg_params: dict = {}
+    aux_params: dict = {}
+    if manifest.get("params") is not None:
+        try:
+            arrays = read_params(confined(path, manifest["params"]["file"], "params"))
+        except AotexecError as e:
+            raise invalid(path, first_line(e)) from None
+        arg_params, aux_params = check_params(path, manifest, arrays, symbol, typings)
+    return Artifact(path, manifest, symbol, specs, arg_params, aux_params, ctx, options)

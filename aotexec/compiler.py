@@ -365,6 +365,7 @@ def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None
         hit = compile_cache.lookup(options.cache_dir, key)
         if hit is not None:
             return hit
+    check_cpu_name(opts)     # before the in-process compiler, which LLVM would abort on a bad name
     mode = _choose_mode(mlir_text, options.compile_mode)
     t0 = time.perf_counter()
     if mode == "inprocess":
@@ -480,6 +481,7 @@ def resolve_cpu(opts: CompileOptions, *, llvm_host_name: bool = True, options: O
     """
     if opts.target != "llvm-cpu":
         return {"cpu": None, "triple": None, "features": []}
+    check_cpu_name(opts)
     triple = _flag_value(opts.extra_flags, "--iree-llvmcpu-target-triple") or _host_triple()
     rec: dict = {"cpu": opts.cpu, "triple": triple}
     if opts.cpu == "host":
@@ -495,3 +497,40 @@ def resolve_cpu(opts: CompileOptions, *, llvm_host_name: bool = True, options: O
         plus = {cpu_features.normalize_feature(f) for f in extra.split(",") if f.strip().startswith("+")}
         rec["features"] = sorted(set(rec["features"] or []) | plus)
     return rec
+
+
+_ACCEPTED_CPUS = re.compile(r"List of accepted CPUs: (.*)")
+
+
+@functools.lru_cache(maxsize=8)
+def llvm_cpu_names(triple: str) -> frozenset[str] | None:
+    """The CPU names LLVM accepts for ``triple`` (None if they cannot be learned).  Asked of an
+    ``iree-compile`` child once: an unknown name makes LLVM print this list and then abort the
+    process ("LLVM ERROR: 64-bit code requested..."), which in-process would be ours."""
+    from iree.compiler.tools.binaries import find_tool
+    probe = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}\n"
+    flags = iree_flags(CompileOptions(cpu="help")) + [f"--iree-llvmcpu-target-triple={triple}"]
+    try:
+        proc = subprocess.run([find_tool("iree-compile"), "-", "-o", os.devnull, *flags], input=probe.encode(),
+                              capture_output=True, timeout=120,
+                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    except (OSError, subprocess.SubprocessError) as e:
+        _log.debug("could not list LLVM's CPU names: %s", e)
+        return None
+    m = _ACCEPTED_CPUS.search(proc.stderr.decode("utf-8", "replace") + proc.stdout.decode("utf-8", "replace"))
+    return frozenset(n.strip() for n in m.group(1).split(",") if n.strip()) if m else None
+
+
+def check_cpu_name(opts: CompileOptions) -> None:
+    """An llvm-cpu target CPU LLVM does not know is a one-line error, not LLVM's list and abort."""
+    if opts.target != "llvm-cpu" or opts.cpu in ("host", "generic"):
+        return
+    triple = _flag_value(opts.extra_flags, "--iree-llvmcpu-target-triple") or _host_triple()
+    names = llvm_cpu_names(triple)
+    if names is not None and opts.cpu not in names:
+        arch = triple.split("-")[0]
+        near = sorted(n for n in names if n[:3] == opts.cpu[:3])[:6]
+        portable = "x86-64-v2/v3/v4, " if arch == "x86_64" else ""
+        raise AotexecError(f"unknown CPU {opts.cpu!r} for {arch}: use host (this machine), generic, {portable}or an "
+                           "LLVM CPU name" + (f" such as {', '.join(near)}" if near else "")
+                           + f" ({len(names)} are known; iree-compile --iree-llvmcpu-target-cpu=help lists them)")

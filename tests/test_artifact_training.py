@@ -11,8 +11,8 @@ import pytest
 
 import aotexec as ax
 from golden import all_cases
-from test_artifact_cli import BLOCK_COMPILER, EXAMPLES, ROOT, runner
-from cli.main import app
+from test_artifact_cli import BLOCK_COMPILER, EXAMPLES, ROOT
+from cli_runner import invoke
 
 CASE = next(c for c in all_cases() if c.id == "net_resblock_train")   # conv, BatchNorm (aux updates), FC
 
@@ -88,7 +88,7 @@ def test_training_artifact_refuses_another_grad_req(resblock_artifact):
 
 def test_cli_grad_req_builds_a_training_artifact(tmp_path):
     out = tmp_path / "mlp_train"
-    res = runner.invoke(app, ["compile", str(EXAMPLES / "mlp-symbol.json"), "--shape", "data=8,784",
+    res = invoke(["compile", str(EXAMPLES / "mlp-symbol.json"), "--shape", "data=8,784",
                               "--params", str(EXAMPLES / "mlp-params.npz"), "--grad-req", "write", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "training      grad_req ['write'] for 6 arguments" in res.output
@@ -107,7 +107,7 @@ def test_cli_grad_req_builds_a_training_artifact(tmp_path):
     ref.backward()
     for n in ("fc1_weight", "fc3_bias"):
         np.testing.assert_allclose(ex.grad_dict[n].asnumpy(), ref.grad_dict[n].asnumpy(), rtol=1e-5, atol=1e-6)
-    bad = runner.invoke(app, ["compile", str(EXAMPLES / "mlp-symbol.json"), "--shape", "data=8,784",
+    bad = invoke(["compile", str(EXAMPLES / "mlp-symbol.json"), "--shape", "data=8,784",
                               "--grad-req", "sometimes", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "--grad-req must be null, write or add" in bad.output
 

@@ -78,11 +78,11 @@ def test_plot(tmp_path):
 
 def test_cli_bench(tmp_path):
     sym = ROOT / "examples" / "mlp-symbol.json"
-    r = subprocess.run([sys.executable, "-m", "cli.main", "bench", str(sym), "--shape", "data=2,784", "--iters", "2",
+    r = subprocess.run([sys.executable, "-m", "aotexec.cli", "bench", str(sym), "--shape", "data=2,784", "--iters", "2",
                         "--warmup", "0", "--json"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["infer"]["median_ms"] > 0 and len(out["infer"]["times_s"]) == 2
-    bad = subprocess.run([sys.executable, "-m", "cli.main", "bench", str(sym), "--shape", "nope=2,784"],
+    bad = subprocess.run([sys.executable, "-m", "aotexec.cli", "bench", str(sym), "--shape", "nope=2,784"],
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "not inputs" in bad.stderr

@@ -9,17 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import aotexec as ax
 from aotexec.artifact import read_params
 from aotexec.runtime.ndarray_file import V1_MAGIC, V2_MAGIC, V3_MAGIC
-from cli.main import app
+from cli_runner import invoke
 
 DATA = Path(__file__).resolve().parent / "data" / "ndfile"
 ND_FILES = ["arrays-dict.nd", "arrays-list.nd", "arrays-np.nd", "empty.nd", "tiny-0000.params"]
 DATA_SHAPE = (2, 3, 8, 8)
-runner = CliRunner()
 
 
 def _npz(name: str) -> dict[str, np.ndarray]:
@@ -194,8 +192,8 @@ def reference_output() -> np.ndarray:
 
 def test_cli_compile_with_mxnet_params(tmp_path, reference_output):
     out = tmp_path / "tiny"
-    res = runner.invoke(app, ["compile", str(DATA / "tiny-symbol.json"), "--shape", "data=2,3,8,8",
-                              "--params", str(DATA / "tiny-0000.params"), "--out", str(out)])
+    res = invoke(["compile", str(DATA / "tiny-symbol.json"), "--shape", "data=2,3,8,8",
+                  "--params", str(DATA / "tiny-0000.params"), "--out", str(out)])
     assert res.exit_code == 0, res.output
     art = ax.load(out)
     for k, v in {**art.arg_params, **art.aux_params}.items():
@@ -206,14 +204,14 @@ def test_cli_compile_with_mxnet_params(tmp_path, reference_output):
 
 @pytest.mark.parametrize("make,message", [
     (lambda d: np.save(d / "p.npy", np.zeros(3)) or d / "p.npy", "single-array numpy .npy file"),
-    (lambda d: d / "missing.params", "cannot read parameter file"),
+    (lambda d: d / "missing.params", "does not exist"),
     (lambda d: _write(d / "t.params", (DATA / "tiny-0000.params").read_bytes()[:-40]), "byte offset"),
     (lambda d: _write(d / "l.params", (DATA / "arrays-list.nd").read_bytes()), "unnamed arrays"),
 ])
 def test_cli_refuses_bad_params_before_compiling(tmp_path, make, message):
     out = tmp_path / "art"
-    res = runner.invoke(app, ["compile", str(DATA / "tiny-symbol.json"), "--shape", "data=2,3,8,8",
-                              "--params", str(make(tmp_path)), "--out", str(out)])
+    res = invoke(["compile", str(DATA / "tiny-symbol.json"), "--shape", "data=2,3,8,8",
+                  "--params", str(make(tmp_path)), "--out", str(out)])
     assert res.exit_code == 2, res.output
     assert message in res.output and "Traceback" not in res.output
     assert "compiling" not in res.output and not out.exists()

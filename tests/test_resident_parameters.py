@@ -156,7 +156,7 @@ def test_artifact_carries_a_resident_inference_module(tmp_path, monkeypatch):
     p, x = _params(rng), rng.uniform(-1, 1, SHAPE)
     args = {k: v for k, v in p.items() if not k.startswith("bn_moving")}
     aux = {k: p[k] for k in ("bn_moving_mean", "bn_moving_var")}
-    art = ax.compile(_net(), {"data": SHAPE}, grad_req="write", out=tmp_path / "a",
+    art = ax.compile(_net(), {"data": SHAPE}, grad_req="write", out=tmp_path / "a", cast_params=True,
                      params={**{f"arg:{k}": v for k, v in args.items()}, **{f"aux:{k}": v for k, v in aux.items()}})
     loaded = ax.load(art.path)
     assert "llvm-cpu-resident" in loaded.variants[0]["files"]

@@ -91,6 +91,12 @@ def bind_typing(symbol, shapes: dict, dtypes: dict) -> Typing:
     """Shapes and dtypes of every entry for binding: undecided dtypes default to float32
     (as in MXNet), undecided shapes are an error naming the inputs."""
     g = symbol._graph
+    names = [n.name for n in g.variables()]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        # arg_dict is by name: one array would be bound where the compiled code takes two
+        raise AotexecError(f"Duplicate names detected: {dup} each name several different variables of the "
+                           "symbol; give every argument and aux state a unique name")
     dt = infer_dtypes(g, dtypes)
     if any(d is None for d in dt):
         dt = infer_dtypes(g, _default_dtypes(symbol, dt, dtypes))

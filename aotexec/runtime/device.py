@@ -103,6 +103,23 @@ def _shape_nbytes(shape: Sequence[int], dtype: np.dtype) -> int:
     return math.prod(shape) * dtype.itemsize
 
 
+def _size(nbytes: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} bytes"
+
+
+def out_of_memory(ctx: Context, nbytes: int, what: str) -> AotexecError:
+    """IREE's RESOURCE_EXHAUSTED (a RuntimeError pages long) as one line with the size asked for."""
+    return AotexecError(f"out of memory on {ctx}: cannot allocate {nbytes:,} bytes ({_size(nbytes)}) for {what} "
+                        "(IREE: RESOURCE_EXHAUSTED)")
+
+
+def _exhausted(e: BaseException) -> bool:
+    return isinstance(e, OverflowError) or "RESOURCE_EXHAUSTED" in str(e)
+
+
 class Device:
     """An IREE HAL device for one Context; get it with `Device.get(ctx)` (cached).
 
@@ -194,9 +211,14 @@ class Device:
         if not arr.flags.c_contiguous:  # (np.ascontiguousarray would turn 0-d into 1-d)
             arr = arr.copy(order="C")
         et = to_hal(arr.dtype)
-        return self.allocator.allocate_buffer_copy(
-            memory_type=_MT.DEVICE_LOCAL, allowed_usage=_BU.DEFAULT,
-            device=self.hal_device, buffer=arr, element_type=et)
+        try:
+            return self.allocator.allocate_buffer_copy(
+                memory_type=_MT.DEVICE_LOCAL, allowed_usage=_BU.DEFAULT,
+                device=self.hal_device, buffer=arr, element_type=et)
+        except (RuntimeError, OverflowError) as e:
+            if _exhausted(e):
+                raise out_of_memory(self.context, arr.nbytes, f"a {arr.shape} {arr.dtype.name} array") from None
+            raise
 
     def allocate(self, shape: Sequence[int], dtype="float32",
                  fill: float | int | bool | None = 0) -> rt.HalBufferView:
@@ -204,8 +226,13 @@ class Device:
         dt = normalize_dtype(dtype)
         shape = [int(d) for d in shape]
         nbytes = _shape_nbytes(shape, dt)
-        buf = self.allocator.allocate_buffer(
-            memory_type=_MT.DEVICE_LOCAL, allowed_usage=_BU.DEFAULT, allocation_size=nbytes)
+        try:
+            buf = self.allocator.allocate_buffer(
+                memory_type=_MT.DEVICE_LOCAL, allowed_usage=_BU.DEFAULT, allocation_size=nbytes)
+        except (RuntimeError, OverflowError, TypeError) as e:
+            if _exhausted(e) or nbytes >= 1 << 63:
+                raise out_of_memory(self.context, nbytes, f"a {tuple(shape)} {dt.name} array") from None
+            raise
         view = rt.HalBufferView(buf, shape, to_hal(dt))
         if fill is not None and nbytes:
             pattern = np.array(fill, dtype=dt).tobytes()
@@ -221,8 +248,13 @@ class Device:
 
     def allocate_arena(self, nbytes: int) -> rt.HalBuffer:
         """A device buffer for a function's ``iree.abi.transients`` (every intermediate)."""
-        return self.allocator.allocate_buffer(memory_type=int(_MT.DEVICE_LOCAL), allowed_usage=int(_BU.DEFAULT),
-                                              allocation_size=max(int(nbytes), 64))
+        try:
+            return self.allocator.allocate_buffer(memory_type=int(_MT.DEVICE_LOCAL), allowed_usage=int(_BU.DEFAULT),
+                                                  allocation_size=max(int(nbytes), 64))
+        except (RuntimeError, OverflowError, TypeError) as e:
+            if _exhausted(e) or nbytes >= 1 << 63:
+                raise out_of_memory(self.context, nbytes, "the transient arena of the compiled functions") from None
+            raise
 
     def download(self, view: rt.HalBufferView, shape: Sequence[int] | None = None,
                  dtype=None) -> np.ndarray:
@@ -382,6 +414,9 @@ class LoadedModule:
             n for n in module.function_names if not n.startswith("__")]
         self._functions: dict[str, rt.VmFunction] = {}
         self._result_counts: dict[str, int] = {}
+        # executors of one program share this context (``runtime.program``'s module cache), and
+        # iree_vm_context_t is "thread-compatible and must be externally synchronized"
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<LoadedModule {self.module.name} on {self.device.context}: {self.function_names}>"
@@ -411,8 +446,13 @@ class LoadedModule:
             arg_list.push_ref(a)
         results = rt.VmVariantList(self._result_counts.get(name, 1))
         try:
-            self.vm_context.invoke(fn, arg_list, results)
+            with self._lock:    # IREE VM contexts are thread-compatible, not thread-safe
+                self.vm_context.invoke(fn, arg_list, results)
         except (RuntimeError, ValueError, TypeError, IndexError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            if "RESOURCE_EXHAUSTED" in str(e):
+                raise AotexecError(f"out of memory on {self.device.context} running {name!r} "
+                                   f"(IREE: RESOURCE_EXHAUSTED: {first})") from None
             raise AotexecError(f"invoking {name!r} on {self.device.context}: {e}") from e
         n = results.size
         self._result_counts[name] = n

@@ -7,6 +7,8 @@ arrays bound to each function's ports (``signature.Role``) are the executor's ow
 """
 from __future__ import annotations
 
+import functools
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -27,8 +29,34 @@ HEAD_GRAD_REQUIRED = ("Check failed: i < head_grads.size() && !head_grads[i].is_
                       "pass it through the make_loss symbol.")
 
 
+def serialized(method: Callable) -> Callable:
+    """One call at a time per executor: its arrays, arena and residuals are shared state."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
+def _copy_param(name: str, src, dst: NDArray) -> None:
+    """MXNet's ``src.copyto(dst)``: shapes must match (no numpy broadcasting); dtypes convert."""
+    shape = tuple(getattr(src, "shape", np.shape(src)))
+    if shape != tuple(dst.shape):
+        raise AotexecError(f"Check failed: from.shape() == to->shape() operands shape mismatch: copy_params_from "
+                           f"got {name} of shape {shape}; the executor's array is {tuple(dst.shape)}")
+    dst[:] = src
+
+
 class Executor:
-    """An MXNet-style executor over one compiled program."""
+    """An MXNet-style executor over one compiled program.
+
+    Thread safety: calls are serialized by a per-executor lock, and each thread reads its own
+    ``outputs`` (the thread that bound the executor gets the arrays allocated at bind, any
+    other thread a set of its own on first use), so a result is always the caller's own.
+    Inputs passed as ``forward`` keyword arguments are copied under the lock; arrays written
+    directly (``arg_dict[n][:] = ...``) and gradients are shared by all threads.  ``backward``
+    must follow a ``forward(is_train=True)`` of the same thread (else an AotexecError).
+    """
 
     def __init__(self, symbol, ctx: Context, typing: Typing, args: dict[str, NDArray],
                  grads: dict[str, NDArray | None], reqs: dict[str, str], aux: dict[str, NDArray],
@@ -43,12 +71,16 @@ class Executor:
         self._grad_req = reqs
         self._programs: dict[tuple[str, ...], Program] = {}
         self._wrt = [n for n in symbol.list_arguments() if reqs[n] != "null"]
-        self._residuals: list | None = None
+        self._lock = threading.RLock()
+        self._local = threading.local()   # per thread: its output arrays
+        self._saved: tuple[int, Any] | None = None    # (thread, residuals) of the last forward(is_train=True)
         self._arg_names = symbol.list_arguments()
         self._aux_names = symbol.list_auxiliary_states()
         self._out_names = symbol.list_outputs()
         g = typing.graph
-        self.outputs = [nd_zeros(typing.shape_of(e), ctx=ctx, dtype=typing.dtype_of(e)) for e in symbol._outputs]
+        self._local.outputs = [nd_zeros(typing.shape_of(e), ctx=ctx, dtype=typing.dtype_of(e))
+                               for e in symbol._outputs]
+        self._output_types = [(o.shape, o.dtype) for o in self._local.outputs]
         self._train_differs = train_mode_matters(g.nodes)
         self._monitor: tuple[Callable, str] | None = None
         from .device import Device
@@ -67,6 +99,23 @@ class Executor:
             self._program(("forward_infer",))
 
     # ---- MXNet's views of the arrays -----------------------------------
+    @property
+    def outputs(self) -> list[NDArray]:
+        """The calling thread's output arrays (see the class docstring)."""
+        outs = getattr(self._local, "outputs", None)
+        if outs is None:
+            outs = self._local.outputs = [nd_zeros(shape, ctx=self._ctx, dtype=dtype)
+                                          for shape, dtype in self._output_types]
+        return outs
+
+    @property
+    def _residuals(self) -> Any:
+        return None if self._saved is None else self._saved[1]
+
+    @_residuals.setter
+    def _residuals(self, value: Any) -> None:
+        self._saved = None if value is None else (threading.get_ident(), value)
+
     @property
     def arg_arrays(self) -> list[NDArray]:
         return [self.arg_dict[n] for n in self._arg_names]
@@ -161,9 +210,13 @@ class Executor:
         return [out_grads]
 
     def _check_backward_ready(self) -> None:
-        if self._residuals is None:
+        if self._saved is None:
             raise AotexecError("backward() needs the activations of a preceding forward(is_train=True); "
                                "call forward(is_train=True) first")
+        if self._saved[0] != threading.get_ident():
+            raise AotexecError("backward() needs this thread's forward(is_train=True), but another thread ran "
+                               "forward(is_train=True) on this executor since; train with one executor per "
+                               "thread (simple_bind(..., shared_exec=...) shares the weights)")
 
     def _head_grads(self, prog: Program, entry: str, out_grads) -> list:
         """Views of the head gradients the compiled backward reads."""
@@ -247,6 +300,7 @@ class Executor:
             o._storage.written()
         return [o.handle for o in self.outputs]
 
+    @serialized
     def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
         self._feed(kwargs)
         self._residuals = None
@@ -270,6 +324,7 @@ class Executor:
             self._call(prog, "forward_infer", views + self._rng(prog, "forward_infer"), outs, module)
         return self.outputs
 
+    @serialized
     def partial_forward(self, is_train: bool = False, step: int = 0) -> int:
         """Run op node ``step`` (in execution order) and return how many steps are left
         (the C++ PartialForward contract).  Each node is its own compiled function."""
@@ -305,6 +360,7 @@ class Executor:
                 self._device.copy(v, out.handle)
         return len(nodes) - step - 1
 
+    @serialized
     def backward(self, out_grads=None, is_train: bool = True) -> None:
         """Gradients into ``grad_arrays`` (write / add), and BatchNorm's moving statistics."""
         if not self._wrt:
@@ -315,6 +371,7 @@ class Executor:
             + self._old_grads(prog, "backward") + self._rng(prog, "backward")
         self._call(prog, "backward", views, self._named_targets(prog.entry("backward").results))
 
+    @serialized
     def forward_backward(self, out_grads=None, **kwargs) -> list[NDArray]:
         """``forward(is_train=True)`` + ``backward(out_grads)`` as one compiled call."""
         self._feed(kwargs)
@@ -329,6 +386,7 @@ class Executor:
         self._residuals = None
         return self.outputs
 
+    @serialized
     def set_monitor_callback(self, callback, monitor_all: bool = False) -> None:
         """``callback(name, NDArray)`` for every node output (and input, with ``monitor_all``)
         in execution order, as MXNet names them.  Runs a separately compiled traced build."""
@@ -378,6 +436,7 @@ class Executor:
         return Executor(self._symbol, self._ctx, bind_typing(self._symbol, shapes, dtypes), args, grads, reqs, aux,
                         self._provider)
 
+    @serialized
     def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
                          allow_extra_params: bool = False) -> None:
         """Values: NDArray (any context, e.g. from ``ax.model.load_checkpoint``) or numpy, cast to the

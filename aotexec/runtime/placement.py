@@ -11,7 +11,7 @@ from ..base import AotexecError
 from ..graph import Entry
 from .context import Context
 from .device import Device
-from .executor import HEAD_GRAD_REQUIRED, Executor
+from .executor import HEAD_GRAD_REQUIRED, Executor, serialized
 from .ndarray import NDArray, array as nd_array
 from .provider import Placement
 
@@ -64,6 +64,7 @@ class PlacedExecutor(Executor):
         host = Device.get(ctx).download(view)
         dst[:] = host + dst.asnumpy() if add else host
 
+    @serialized
     def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
         self._feed(kwargs)
         train = bool(is_train and self._wrt)
@@ -75,6 +76,7 @@ class PlacedExecutor(Executor):
         self._residuals = self._values if train else None
         return self.outputs
 
+    @serialized
     def backward(self, out_grads=None, is_train: bool = True) -> None:
         if not self._wrt:
             return
@@ -92,6 +94,7 @@ class PlacedExecutor(Executor):
         for name, e in plan.aux_updates.items():
             self._deliver(e, self.aux_dict[name])
 
+    @serialized
     def forward_backward(self, out_grads=None, **kwargs) -> list[NDArray]:
         outs = self.forward(is_train=True, **kwargs)
         self.backward(out_grads)

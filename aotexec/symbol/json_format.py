@@ -106,4 +106,18 @@ def json_to_heads(text: str) -> list[Entry]:
         if idx >= nodes[h[0]].num_outputs:
             raise AotexecError(f"malformed symbol JSON: head {h!r} names a missing output")
         heads.append(Entry(nodes[h[0]], idx))
+    _check_unique_variables(heads)
     return heads
+
+
+def _check_unique_variables(heads: list[Entry]) -> None:
+    """Two different variables of one name would bind one array (arg_dict is by name) while
+    the compiled code takes two: refused here, at load, not deep in IREE at the first call."""
+    seen: dict[str, int] = {}
+    g = IndexedGraph(heads)
+    for i, n in enumerate(g.nodes):
+        if n.is_variable:
+            if n.name in seen:
+                raise AotexecError(f"malformed symbol JSON: nodes {seen[n.name]} and {i} are two variables named "
+                                   f"'{n.name}'; argument and aux state names must be unique")
+            seen[n.name] = i

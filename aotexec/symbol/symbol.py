@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..attribute import attr_key
-from ..base import AotexecError, NotImplementedForSymbol
+from ..base import AotexecError, NotImplementedForSymbol, require_compiler
 from ..graph import Entry, IndexedGraph, Node
 from ..options import Options
 from ..passes import infer as _infer
@@ -362,13 +362,10 @@ def _from_json(text: str) -> Symbol:
 
 
 def _compiling_provider(mirror: bool | str | None):
-    """Programs compiled on demand, with the options of this bind (the API edge)."""
+    """Programs compiled on demand, with the options of this bind (the API edge).  Checked
+    here, at bind, so a runtime-only install fails in one line rather than at the first
+    forward, deep in the compiler's import."""
     options = Options.from_env(mirror=mirror)
-    try:
-        from ..pipeline.provider import CompileProvider
-    except ImportError as e:
-        raise AotexecError(
-            "binding a symbol needs the IREE compiler (pip install 'aotexec[compiler]'), "
-            f"which is not installed ({e}); a runtime-only install runs compiled artifacts "
-            "through ax.load(path).bind(...)") from None
+    require_compiler("binding a symbol (it compiles the graph)")
+    from ..pipeline.provider import CompileProvider
     return CompileProvider(options)

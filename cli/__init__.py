@@ -1,1 +1,0 @@
-"""The ``aotexec`` command line (typer)."""
