@@ -160,6 +160,17 @@ def ones(shape, dtype="float32", **kwargs) -> Symbol:
     return globals()["_ones"](shape=shape, dtype=dtype, **kwargs)
 
 
+def full(shape, val, dtype=None, **kwargs) -> Symbol:
+    """MXNet's wrapper of ``_full``."""
+    return globals()["_full"](shape=shape, dtype=dtype or "float32", value=float(val), **kwargs)
+
+
+def arange(start, stop=None, step=1.0, repeat=1, infer_range=False, name=None, dtype=None) -> Symbol:
+    """MXNet's wrapper of ``_arange`` (one bound: the stop, from 0)."""
+    return globals()["_arange"](start=start, stop=stop, step=step, repeat=repeat, infer_range=infer_range,
+                                name=name, dtype=dtype or "float32")
+
+
 def pow(base, exp):  # noqa: A001  (MXNet's name)
     return base ** exp
 

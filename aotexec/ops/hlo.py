@@ -1,0 +1,104 @@
+"""StableHLO builders the op families share beyond ``Emitter``'s: sorting with a carried
+permutation, gathers and scatters of index tuples (gather_nd / scatter_nd, take-along-axis),
+each one op whatever the tensor sizes.  They write through ``Emitter.op`` / its lines like
+``emitter.scatter_add_rows``, so names, types and ``loc`` stay the emitter's."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..emitter import Emitter, Value, tensor_type
+
+
+def _ints(vals: Sequence[int]) -> str:
+    return "[" + ", ".join(str(int(v)) for v in vals) + "]"
+
+
+def _array(vals: Sequence[int]) -> str:
+    return "array<i64" + (": " + ", ".join(str(int(v)) for v in vals) if len(vals) else "") + ">"
+
+
+def sort(b: Emitter, operands: Sequence[Value], dim: int, descending: bool) -> list[Value]:
+    """``operands`` (one shape) sorted together along ``dim`` by operand 0, stably (ties keep
+    their order, as the lower index first)."""
+    key = operands[0]
+    t = tensor_type((), key.dtype)
+    kind = "FLOAT" if key.dtype.kind == "f" else ("UNSIGNED" if key.dtype.kind in "ub" else "SIGNED")
+    args = ", ".join(f"%s{i}a: {tensor_type((), v.dtype)}, %s{i}b: {tensor_type((), v.dtype)}"
+                     for i, v in enumerate(operands))
+    ind = b.indent
+    region = (f'{{\n{ind}^bb0({args}):\n'
+              f'{ind}  %sp = "stablehlo.compare"(%s0a, %s0b) {{comparison_direction = '
+              f'#stablehlo<comparison_direction {"GT" if descending else "LT"}>, compare_type = '
+              f'#stablehlo<comparison_type {kind}>}} : ({t}, {t}) -> tensor<i1>\n'
+              f'{ind}  "stablehlo.return"(%sp) : (tensor<i1>) -> ()\n{ind}}}')
+    base = b.fresh("s")
+    types = ", ".join(v.type for v in operands)
+    b.lines.append(f'{ind}{base}:{len(operands)} = "stablehlo.sort"({", ".join(v.name for v in operands)}) '
+                   f'({region}) {{dimension = {dim} : i64, is_stable = true}} : ({types}) -> ({types}) '
+                   f'loc("{b.loc}")')
+    return [Value(f"{base}#{i}", v.shape, v.dtype) for i, v in enumerate(operands)]
+
+
+def gather_nd(b: Emitter, data: Value, idx: Value) -> Value:
+    """``data[idx[..., 0], ..., idx[..., M-1]]``: idx is int32 (Y..., M) with in-range entries;
+    the result is (Y..., data.shape[M:])."""
+    m, ny = idx.shape[-1], idx.ndim - 1
+    rest = list(data.shape[m:])
+    dn = (f"#stablehlo.gather<offset_dims = {_ints(range(ny, ny + len(rest)))}, "
+          f"collapsed_slice_dims = {_ints(range(m))}, start_index_map = {_ints(range(m))}, "
+          f"index_vector_dim = {ny}>")
+    attrs = f"dimension_numbers = {dn}, slice_sizes = {_array([1] * m + rest)}, indices_are_sorted = false"
+    return b.op("stablehlo.gather", [data, idx], list(idx.shape[:-1]) + rest, data.dtype, attrs=attrs)
+
+
+def scatter_nd(b: Emitter, shape: Sequence[int], idx: Value, updates: Value, combine: str = "add") -> Value:
+    """Zeros of ``shape`` with ``updates`` (Y..., shape[M:]) added (``combine='add'``) or written
+    (``'set'``: a repeated index keeps one of its updates) at int32 index tuples idx (Y..., M);
+    out-of-range tuples are skipped."""
+    shape = tuple(int(d) for d in shape)
+    m, ny = idx.shape[-1], idx.ndim - 1
+    zeros = b.full_like(updates, 0.0, shape)
+    t = tensor_type((), updates.dtype)
+    ind = b.indent
+    body = (f'{ind}  %ss = "stablehlo.add"(%sa, %sb) : ({t}, {t}) -> {t}\n{ind}  "stablehlo.return"(%ss) : ({t}) -> ()'
+            if combine == "add" else f'{ind}  "stablehlo.return"(%sb) : ({t}) -> ()')
+    region = f'{{\n{ind}^bb0(%sa: {t}, %sb: {t}):\n{body}\n{ind}}}'
+    dn = (f"#stablehlo.scatter<update_window_dims = {_ints(range(ny, ny + len(shape) - m))}, "
+          f"inserted_window_dims = {_ints(range(m))}, scatter_dims_to_operand_dims = {_ints(range(m))}, "
+          f"index_vector_dim = {ny}>")
+    attrs = (f"scatter_dimension_numbers = {dn}, indices_are_sorted = false, "
+             f"unique_indices = {'true' if combine == 'set' else 'false'}")
+    return b.op("stablehlo.scatter", [zeros, idx, updates], shape, updates.dtype, attrs=attrs, region=region)
+
+
+def move_axis_last(b: Emitter, x: Value, axis: int) -> Value:
+    return b.transpose(x, [i for i in range(x.ndim) if i != axis] + [axis])
+
+
+def restore_axis(b: Emitter, x: Value, axis: int) -> Value:
+    """The inverse of ``move_axis_last``."""
+    perm = list(range(x.ndim - 1))
+    perm.insert(axis, x.ndim - 1)
+    return b.transpose(x, perm)
+
+
+def _row_tuples(b: Emitter, cols: Value) -> Value:
+    """(rows, k) int32 column ids -> (rows, k, 2) (row, column) index tuples."""
+    rows = b.iota(cols.shape, 0, "int32")
+    shape3 = cols.shape + (1,)
+    return b.concatenate([b.reshape(rows, shape3), b.reshape(cols, shape3)], 2)
+
+
+def scatter_along(b: Emitter, shape: Sequence[int], axis: int, idx: Value, updates: Value) -> Value:
+    """Zeros of ``shape`` plus ``updates`` at positions ``idx`` (int32) along ``axis``: idx and
+    updates have ``shape`` with ``axis`` of any length (the gradient of take-along-axis)."""
+    shape = tuple(shape)
+    moved = tuple(d for i, d in enumerate(shape) if i != axis) + (shape[axis],)
+    rows = int(np.prod(moved[:-1])) if len(moved) > 1 else 1
+    k = idx.shape[axis]
+    i2 = b.reshape(move_axis_last(b, idx, axis), (rows, k))
+    u2 = b.reshape(move_axis_last(b, updates, axis), (rows, k))
+    out = scatter_nd(b, (rows, moved[-1]), _row_tuples(b, i2), u2)
+    return restore_axis(b, b.reshape(out, moved), axis)
