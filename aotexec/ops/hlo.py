@@ -41,6 +41,21 @@ def sort(b: Emitter, operands: Sequence[Value], dim: int, descending: bool) -> l
     return [Value(f"{base}#{i}", v.shape, v.dtype) for i, v in enumerate(operands)]
 
 
+def positions(b: Emitter, key: Value, dim: int) -> Value:
+    """int32 positions 0, 1, ... along ``dim`` of ``key``'s shape, to sort along with it.
+
+    IREE 3.13 sorts a ``stablehlo.sort``'s operands in place, and two sorts of one constant
+    iota (identical iotas are merged) both permuted that one buffer: an argsort after another
+    sort came out as the composition of both permutations.  So each sort gets a value of its
+    own: the iota behind a select on a never-true predicate of ``key`` (|key[0]| < -k, false
+    for every value, NaN included) whose constant k is unique in the function."""
+    iota = b.iota(key.shape, dim, "int32")
+    first = b.reshape(b.slice(key, (0,) * key.ndim, (1,) * key.ndim), ())
+    salt = -float(b.fresh("k")[2:])
+    never = b.broadcast_in_dim(b.compare(b.abs(first), salt, "LT"), key.shape, ())
+    return b.select(never, b.full_like(iota, 0), iota)
+
+
 def gather_nd(b: Emitter, data: Value, idx: Value) -> Value:
     """``data[idx[..., 0], ..., idx[..., M-1]]``: idx is int32 (Y..., M) with in-range entries;
     the result is (Y..., data.shape[M:])."""
