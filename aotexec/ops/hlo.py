@@ -22,6 +22,11 @@ def _array(vals: Sequence[int]) -> str:
 def sort(b: Emitter, operands: Sequence[Value], dim: int, descending: bool) -> list[Value]:
     """``operands`` (one shape) sorted together along ``dim`` by operand 0, stably (ties keep
     their order, as the lower index first)."""
+    if operands[0].ndim == 1:
+        # IREE 3.13's Vulkan compile crashed (segfault) on a 1-D sort whose values go unused
+        # (argsort of a flattened array); as one row of a 2-D sort it compiles
+        rows = sort(b, [b.reshape(v, (1,) + v.shape) for v in operands], 1, descending)
+        return [b.reshape(v, v.shape[1:]) for v in rows]
     key = operands[0]
     t = tensor_type((), key.dtype)
     kind = "FLOAT" if key.dtype.kind == "f" else ("UNSIGNED" if key.dtype.kind in "ub" else "SIGNED")
