@@ -1,7 +1,8 @@
 """The ops exported models use (issue #18): LayerNorm, GroupNorm, InstanceNorm, L2Normalization,
 Pad, Crop, slice_like, depth_to_space, space_to_depth, topk, sort, argsort, gather_nd,
 scatter_nd, _arange, _full, shape_array, size_array, softmax_cross_entropy, smooth_l1,
-GridGenerator, BilinearSampler.
+GridGenerator, BilinearSampler, and the _contrib_ ops BilinearResize2D, AdaptiveAvgPooling2D,
+div_sqrt_dim, arange_like.
 
 Forward and backward against MXNet 1.9.1 (``tests/data/ops_ext``, written by
 ``tools/make_ops_reference.py``: MXNet's symbol JSON, inputs, outputs, head and input
@@ -27,7 +28,7 @@ V = S.Variable
 DATA = Path(__file__).parent / "data" / "ops_ext"
 CASES = json.loads((DATA / "cases.json").read_text())
 # lavapipe runs the cases with gradients (the forward-only one passes there too)
-VULKAN_CASES = ("norms", "spatial", "ordering", "nd_index", "losses", "sampler")
+VULKAN_CASES = ("norms", "spatial", "ordering", "nd_index", "losses", "sampler", "contrib")
 
 
 def _case(name: str):
@@ -138,6 +139,15 @@ def test_loss_and_sampler_gradients():
     check(outs, loc, grad_nodes=[k for k in loc if k != "label"])
 
 
+def test_contrib_gradients():
+    C = S.contrib
+    outs = [C.BilinearResize2D(V("ra"), height=3, width=5), C.BilinearResize2D(V("rb"), V("rl"), mode="like",
+                                                                              align_corners=False),
+            C.AdaptiveAvgPooling2D(V("ap"), output_size=(2, 3)), C.div_sqrt_dim(V("ds"))]
+    loc = {"ra": _u(1, 1, 2, 3), "rb": _u(1, 2, 3, 2), "rl": _u(1, 1, 2, 4), "ap": _u(1, 1, 3, 4), "ds": _u(2, 3)}
+    check(outs, loc, grad_nodes=[k for k in loc if k != "rl"])
+
+
 # ---------------------------------------------------------------- shapes, dtypes, names, errors
 def test_output_names_shapes_and_dtypes():
     x = V("x")
@@ -195,7 +205,9 @@ def _all_ops(scale: int):
             S.gather_nd(a, var("i")), S.scatter_nd(var("b"), var("j"), shape=(4 * s, 4)),
             S.softmax_cross_entropy(var("m"), var("lab")), S.smooth_l1(a),
             S.BilinearSampler(a, S.GridGenerator(var("t"), transform_type="affine", target_shape=(3 * s, 3 * s))),
-            S.GridGenerator(var("f"), transform_type="warp"), S.shape_array(a), S.arange(8 * s)]
+            S.GridGenerator(var("f"), transform_type="warp"), S.shape_array(a), S.arange(8 * s),
+            S.contrib.BilinearResize2D(a, height=5 * s, width=3 * s),
+            S.contrib.AdaptiveAvgPooling2D(a, output_size=(3 * s, 2)), S.contrib.arange_like(a)]
     shapes = {"a": (2, 4, 4 * s, 4 * s), "i": (2, 5 * s), "b": (6 * s, 4), "j": (1, 6 * s), "m": (3 * s, 5),
               "lab": (3 * s,), "t": (2, 6), "f": (2, 2, 3 * s, 3 * s)}
     return S.Group(outs), shapes

@@ -138,13 +138,30 @@ def sampler(mx, np, rng):
     return outs, shapes, fixed
 
 
+def contrib(mx, np, rng):
+    """The _contrib_ ops of segmentation heads and attention."""
+    V, C, al = mx.sym.var, mx.sym.contrib, mx.sym.var("al")
+    outs = [C.BilinearResize2D(V("rs_a"), height=5, width=7),
+            C.BilinearResize2D(V("rs_b"), scale_height=0.5, scale_width=0.6, align_corners=False),
+            C.BilinearResize2D(V("rs_c"), V("rs_like"), mode="like", align_corners=False),
+            C.BilinearResize2D(V("rs_d"), mode="to_even_up"),
+            C.BilinearResize2D(V("rs_e"), mode="odd_scale", scale_height=2.0, scale_width=0.5),
+            C.AdaptiveAvgPooling2D(V("ap_a"), output_size=(2, 3)), C.AdaptiveAvgPooling2D(V("ap_b"), output_size=3),
+            C.AdaptiveAvgPooling2D(V("ap_c")), C.div_sqrt_dim(V("dsd")),
+            C.arange_like(al, start=1, step=0.5, repeat=2), C.arange_like(al, axis=-1)]
+    shapes = {"rs_a": (1, 2, 3, 4), "rs_b": (2, 1, 6, 5), "rs_c": (1, 2, 3, 3), "rs_like": (1, 1, 4, 6),
+              "rs_d": (1, 1, 5, 4), "rs_e": (1, 1, 5, 4), "ap_a": (1, 2, 5, 7), "ap_b": (2, 1, 4, 4),
+              "ap_c": (1, 2, 3, 2), "dsd": (2, 3, 4), "al": (2, 3)}
+    return outs, shapes, None
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
-         "losses": losses, "sampler": sampler}
+         "losses": losses, "sampler": sampler, "contrib": contrib}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label"}
 
 
 def make_case(mx, np, name: str, out: Path) -> dict:
-    rng = np.random.RandomState(SEED + sorted(CASES).index(name))
+    rng = np.random.RandomState(SEED + list(CASES).index(name))
     outs, shapes, fixed = CASES[name](mx, np, rng)
     sym = mx.sym.Group(outs)
     arg_shapes, _, _ = sym.infer_shape(**shapes)

@@ -1,7 +1,7 @@
-"""Arrays made from parameters or from another array's shape: _full, _arange, shape_array,
-size_array (MXNet 1.9.1 src/operator/tensor/init_op.cc, elemwise_unary_op_basic.cc).  None
-has a gradient; shape_array and size_array read their input's shape only, so its value is
-never computed for them."""
+"""Arrays made from parameters or from another array's shape: _full, _arange,
+_contrib_arange_like, shape_array, size_array (MXNet 1.9.1 src/operator/tensor/init_op.cc,
+elemwise_unary_op_basic.cc).  None has a gradient; the ``*_like`` and ``*_array`` ops read
+their input's shape only, so its value is never computed for them."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,7 @@ import numpy as np
 
 from .params import Shape
 from .registry import define, lowers
-from .rules import fixed_dtype, known
+from .rules import fixed_dtype, known, norm_axis, same_dtype
 
 
 @dataclass(frozen=True)
@@ -72,20 +72,47 @@ arange = define("_arange", params=ArangeParam, inputs=[], infer_shape=_arange_sh
                 infer_type=fixed_dtype(lambda p: p.dtype), zero_grad=True)
 
 
+def _range_values(b, shape, start: float, step: float, repeat: int, dtype):
+    """start + (i // repeat) * step over the flat positions i of ``shape``, computed in the
+    output dtype as MXNet's range_fwd (which casts start and step to it first)."""
+    n = int(np.prod(shape))
+    i = b.iota((n,), 0, "int32")
+    if repeat > 1:
+        i = b.div(i, repeat)
+    if dtype.kind in "iu":
+        start, step = int(start), int(step)
+    return b.reshape(b.add(b.mul(b.convert(i, dtype), step), start), shape)
+
+
 @lowers(arange)
 def _arange_lower(ctx, p: ArangeParam, *_):
-    """start + (i // repeat) * step, computed in the output dtype as MXNet's range_fwd."""
-    b, (n,), dtype = ctx.b, ctx.out_shapes[0], ctx.out_dtypes[0]
-    i = b.iota((n,), 0, "int32")
-    if p.repeat > 1:
-        i = b.div(i, p.repeat)
-    start, _ = p.bounds()
-    v = b.convert(i, dtype)
-    if dtype.kind in "iu":       # MXNet casts start and step to DType first
-        start, step = int(start), int(p.step)
-    else:
-        step = p.step
-    return b.add(b.mul(v, step), start)
+    return _range_values(ctx.b, ctx.out_shapes[0], p.bounds()[0], p.step, p.repeat, ctx.out_dtypes[0])
+
+
+@dataclass(frozen=True)
+class ArangeLikeParam:
+    start: float = 0.0
+    step: float = 1.0
+    repeat: int = 1
+    ctx: str = ""
+    axis: Optional[int] = None
+
+
+def _arange_like_shape(p: ArangeLikeParam, ins, outs):
+    data = ins[0]
+    if not known(data):
+        return ins, outs
+    return ins, [tuple(data) if p.axis is None else (data[norm_axis(p.axis, len(data), "arange_like")],)]
+
+
+# the values of _arange over the input's shape (or one axis of it), in the input's dtype
+arange_like = define("_contrib_arange_like", params=ArangeLikeParam, hint="arange_like", infer_shape=_arange_like_shape,
+                     infer_type=same_dtype, shape_only_inputs=(0,), zero_grad=True)
+
+
+@lowers(arange_like)
+def _arange_like_lower(ctx, p: ArangeLikeParam, x):
+    return _range_values(ctx.b, ctx.out_shapes[0], p.start, p.step, p.repeat, ctx.out_dtypes[0])
 
 
 def _shape_of(name: str, values):

@@ -4,6 +4,7 @@ registered op (``FullyConnected``, ``relu``, ``_Plus``...), MXNet 1.x compatible
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Any
 
 import numpy as np
@@ -199,6 +200,10 @@ def split_v2(ary: Symbol, indices_or_sections, axis: int = 0, squeeze_axis: bool
                                        squeeze_axis=squeeze_axis, **kwargs)
     raise ValueError("indices_or_sections must either int or tuple of ints")
 
+
+# mx.sym.contrib: the _contrib_ ops without the prefix (contrib.BilinearResize2D)
+contrib = types.SimpleNamespace(**{k[len("_contrib_"):]: v for k, v in list(globals().items())
+                                   if k.startswith("_contrib_")})
 
 _REGISTERED.update((k, v) for k, v in list(globals().items()) if callable(v) and not isinstance(v, type)
                    and not k.startswith("_") or k in CONSTRUCTORS)
