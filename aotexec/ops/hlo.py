@@ -27,6 +27,7 @@ def sort(b: Emitter, operands: Sequence[Value], dim: int, descending: bool) -> l
         # (argsort of a flattened array); as one row of a 2-D sort it compiles
         rows = sort(b, [b.reshape(v, (1,) + v.shape) for v in operands], 1, descending)
         return [b.reshape(v, v.shape[1:]) for v in rows]
+    operands = _own_copies(b, operands)
     key = operands[0]
     t = tensor_type((), key.dtype)
     kind = "FLOAT" if key.dtype.kind == "f" else ("UNSIGNED" if key.dtype.kind in "ub" else "SIGNED")
@@ -46,19 +47,20 @@ def sort(b: Emitter, operands: Sequence[Value], dim: int, descending: bool) -> l
     return [Value(f"{base}#{i}", v.shape, v.dtype) for i, v in enumerate(operands)]
 
 
-def positions(b: Emitter, key: Value, dim: int) -> Value:
-    """int32 positions 0, 1, ... along ``dim`` of ``key``'s shape, to sort along with it.
+def _own_copies(b: Emitter, operands: Sequence[Value]) -> list[Value]:
+    """``operands`` as values of their own, for a sort to permute.
 
-    IREE 3.13 sorts a ``stablehlo.sort``'s operands in place, and two sorts of one constant
-    iota (identical iotas are merged) both permuted that one buffer: an argsort after another
-    sort came out as the composition of both permutations.  So each sort gets a value of its
-    own: the iota behind a select on a never-true predicate of ``key`` (|key[0]| < -k, false
-    for every value, NaN included) whose constant k is unique in the function."""
-    iota = b.iota(key.shape, dim, "int32")
+    IREE 3.13 sorts a ``stablehlo.sort``'s operands in place: two sorts of one constant iota
+    (identical iotas are merged) both permuted that one buffer (an argsort after another sort
+    came out as the composition of both permutations), and the sort of a slice failed codegen
+    ('write affecting operations on global resources are restricted to workgroup distributed
+    contexts').  So each operand passes a select on a never-true predicate of the key
+    (|key[0]| < -k: false for every value, NaN included) whose constant k is unique in the
+    function, so no two sorts share one."""
+    key = operands[0]
     first = b.reshape(b.slice(key, (0,) * key.ndim, (1,) * key.ndim), ())
-    salt = -float(b.fresh("k")[2:])
-    never = b.broadcast_in_dim(b.compare(b.abs(first), salt, "LT"), key.shape, ())
-    return b.select(never, b.full_like(iota, 0), iota)
+    never = b.compare(b.abs(first), -float(b.fresh("k")[2:]), "LT")
+    return [b.select(b.broadcast_in_dim(never, v.shape, ()), b.full_like(v, 0.0), v) for v in operands]
 
 
 def gather_nd(b: Emitter, data: Value, idx: Value) -> Value:

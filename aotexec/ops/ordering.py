@@ -100,7 +100,7 @@ def _sorted(b, q: TopKParam, x):
     if q.axis is None:
         x = b.reshape(x, (prod(x.shape),))
     axis = 0 if q.axis is None else norm_axis(q.axis, x.ndim)
-    values, pos = hlo.sort(b, [x, hlo.positions(b, x, axis)], axis, descending=not q.is_ascend)
+    values, pos = hlo.sort(b, [x, b.iota(x.shape, axis, "int32")], axis, descending=not q.is_ascend)
     return values, pos, axis, x.shape
 
 

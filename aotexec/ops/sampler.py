@@ -117,30 +117,31 @@ def _and(b, p, q):
 
 
 def _corners(b, data_shape, grid):
-    """The four neighbours (tl, tr, bl, br) of every grid point, stacked first: flat row ids
-    (4, N, h, w) into (N*H*W, C), whether each is inside the image, and the weights (bilinear,
-    0 outside); plus the top-left weights wy, wx (N, h, w) the grid gradient needs."""
+    """The four neighbours (tl, tr, bl, br: k = 2 dy + dx) of every grid point as a leading axis,
+    each (4, N, h, w): flat row ids into (N*H*W, C), whether it is inside the image, its
+    bilinear weight (0 outside) and that weight's derivatives along the pixel y and x (for the
+    grid gradient, where outside neighbours count by their value 0).  One expression over the
+    corner axis, not four (IREE 3.13's multi-use fusion broke dominance on the four-way form)."""
     n, _, hi, wi = data_shape
     _, _, ho, wo = grid.shape
+    shape4 = (4, n, ho, wo)
     part = lambda k: b.reshape(b.slice(grid, [0, k, 0, 0], [n, k + 1, ho, wo]), (n, ho, wo))  # noqa: E731
+    bc = lambda v: b.broadcast_in_dim(v, shape4, [1, 2, 3])  # noqa: E731
     x = b.mul(b.add(part(0), 1.0), (wi - 1) / 2.0)
     y = b.mul(b.add(part(1), 1.0), (hi - 1) / 2.0)
     x0f, y0f = b.unary("floor", x), b.unary("floor", y)
-    wx, wy = b.sub(1.0, b.sub(x, x0f)), b.sub(1.0, b.sub(y, y0f))
-    x0, y0 = b.convert(x0f, "int32"), b.convert(y0f, "int32")
-    batch = b.mul(b.iota((n, ho, wo), 0, "int32"), hi * wi)
-    ids, ins, weights = [], [], []
-    one = (1, n, ho, wo)
-    for dy, dx in ((0, 0), (0, 1), (1, 0), (1, 1)):
-        yy, xx = (b.add(y0, 1) if dy else y0), (b.add(x0, 1) if dx else x0)
-        inside = _and(b, _and(b, b.compare(yy, 0, "GE"), b.compare(yy, hi - 1, "LE")),
-                      _and(b, b.compare(xx, 0, "GE"), b.compare(xx, wi - 1, "LE")))
-        row = b.add(batch, b.add(b.mul(b.clamp(0, yy, hi - 1), wi), b.clamp(0, xx, wi - 1)))
-        wgt = b.mul(b.sub(1.0, wy) if dy else wy, b.sub(1.0, wx) if dx else wx)
-        ids.append(b.reshape(row, one))
-        ins.append(b.reshape(inside, one))
-        weights.append(b.reshape(b.select(inside, wgt, b.full_like(wgt, 0.0)), one))
-    return b.concatenate(ids, 0), b.concatenate(ins, 0), b.concatenate(weights, 0), wy, wx
+    wx, wy = bc(b.sub(1.0, b.sub(x, x0f))), bc(b.sub(1.0, b.sub(y, y0f)))      # the top-left weights
+    k = b.iota(shape4, 0, "int32")
+    down, right = b.compare(b.div(k, 2), 1, "EQ"), b.compare(b.rem(k, 2), 1, "EQ")
+    yy = b.add(bc(b.convert(y0f, "int32")), b.div(k, 2))
+    xx = b.add(bc(b.convert(x0f, "int32")), b.rem(k, 2))
+    inside = _and(b, _and(b, b.compare(yy, 0, "GE"), b.compare(yy, hi - 1, "LE")),
+                  _and(b, b.compare(xx, 0, "GE"), b.compare(xx, wi - 1, "LE")))
+    batch = b.mul(b.iota(shape4, 1, "int32"), hi * wi)
+    ids = b.add(batch, b.add(b.mul(b.clamp(0, yy, hi - 1), wi), b.clamp(0, xx, wi - 1)))
+    fy, fx = b.select(down, b.sub(1.0, wy), wy), b.select(right, b.sub(1.0, wx), wx)
+    return {"ids": ids, "inside": inside, "w": b.select(inside, b.mul(fy, fx), b.full_like(fx, 0.0)),
+            "dw_dy": b.select(down, fx, b.neg(fx)), "dw_dx": b.select(right, fy, b.neg(fy))}   # d wy / dy = -1
 
 
 def _pixel_rows(b, x):
@@ -153,9 +154,9 @@ def _pixel_rows(b, x):
 def _sampler_lower(ctx, p, x, grid):
     b = ctx.b
     n, c = x.shape[:2]
-    ids, _, weights, _, _ = _corners(b, x.shape, grid)
-    vals = b.gather_rows(_pixel_rows(b, x), ids, 0)                          # (4, N, h, w, C)
-    out = b.reduce(b.mul(vals, b.broadcast_in_dim(weights, vals.shape, [0, 1, 2, 3])), [0])
+    k = _corners(b, x.shape, grid)
+    vals = b.gather_rows(_pixel_rows(b, x), k["ids"], 0)                     # (4, N, h, w, C)
+    out = b.reduce(b.mul(vals, b.broadcast_in_dim(k["w"], vals.shape, [0, 1, 2, 3])), [0])
     return [b.transpose(out, [0, 3, 1, 2]), None]
 
 
@@ -167,20 +168,19 @@ def _sampler_grad(ctx, p, g, x, grid):
     b = ctx.b
     n, c, hi, wi = x.shape
     _, _, ho, wo = grid.shape
-    ids, inside, weights, wy, wx = _corners(b, x.shape, grid)
+    k = _corners(b, x.shape, grid)
     gl = b.transpose(g, [0, 2, 3, 1])                                           # (N, h, w, C)
     shape5 = (4, n, ho, wo, c)
-    upd = b.mul(b.broadcast_in_dim(gl, shape5, [1, 2, 3, 4]), b.broadcast_in_dim(weights, shape5, [0, 1, 2, 3]))
-    rows = scatter_add_rows(b, (n * hi * wi, c), ids, upd, 0)
-    dx = b.transpose(b.reshape(rows, (n, hi, wi, c)), [0, 3, 1, 2])
-    # s[k] = sum_c g * v_k with v_k the neighbour's value, 0 outside the image
-    vals = b.gather_rows(_pixel_rows(b, x), ids, 0)
-    vals = b.select(b.broadcast_in_dim(inside, shape5, [0, 1, 2, 3]), vals, b.full_like(vals, 0.0))
-    s = b.reduce(b.mul(vals, b.broadcast_in_dim(gl, shape5, [1, 2, 3, 4])), [4])   # (4, N, h, w)
-    tl, tr, bl, br = (b.reshape(b.slice(s, [k, 0, 0, 0], [k + 1, n, ho, wo]), (n, ho, wo)) for k in range(4))
-    # out = tl wy wx + tr wy (1-wx) + bl (1-wy) wx + br (1-wy)(1-wx); d wy / dy = d wx / dx = -1
-    d_y = b.neg(b.sub(b.add(b.mul(tl, wx), b.mul(tr, b.sub(1.0, wx))), b.add(b.mul(bl, wx), b.mul(br, b.sub(1.0, wx)))))
-    d_x = b.neg(b.sub(b.add(b.mul(tl, wy), b.mul(bl, b.sub(1.0, wy))), b.add(b.mul(tr, wy), b.mul(br, b.sub(1.0, wy)))))
+    per_corner = lambda v: b.broadcast_in_dim(v, shape5, [0, 1, 2, 3])  # noqa: E731
+    gb = b.broadcast_in_dim(gl, shape5, [1, 2, 3, 4])
+    # s[k] = sum_c g v_k, v_k the neighbour's value (0 outside); d out / d y = sum_k v_k d w_k / dy
+    vals = b.gather_rows(_pixel_rows(b, x), k["ids"], 0)
+    vals = b.select(per_corner(k["inside"]), vals, b.full_like(vals, 0.0))
+    s = b.reduce(b.mul(vals, gb), [4])                                         # (4, N, h, w)
+    d_y = b.reduce(b.mul(s, k["dw_dy"]), [0])
+    d_x = b.reduce(b.mul(s, k["dw_dx"]), [0])
     dgrid = b.concatenate([b.reshape(b.mul(d_x, (wi - 1) / 2.0), (n, 1, ho, wo)),
                            b.reshape(b.mul(d_y, (hi - 1) / 2.0), (n, 1, ho, wo))], 1)
+    rows = scatter_add_rows(b, (n * hi * wi, c), k["ids"], b.mul(gb, per_corner(k["w"])), 0)
+    dx = b.transpose(b.reshape(rows, (n, hi, wi, c)), [0, 3, 1, 2])
     return [dx, dgrid]
