@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..emitter import Emitter, Value, tensor_type
+from ..emitter import Emitter, Value, scatter_add_rows, tensor_type
 
 
 def _ints(vals: Sequence[int]) -> str:
@@ -19,14 +19,31 @@ def _array(vals: Sequence[int]) -> str:
     return "array<i64" + (": " + ", ".join(str(int(v)) for v in vals) if len(vals) else "") + ">"
 
 
+def _never(b: Emitter, v: Value, salt: float) -> Value:
+    """Elementwise false, NaN included, that no compiler folds: |v| < -salt (in float32 for
+    integer v, whose abs can overflow)."""
+    f = v if v.dtype.kind == "f" else b.convert(v, "float32")
+    return b.compare(b.abs(f), -salt, "LT")
+
+
+def _own_copies(b: Emitter, operands: Sequence[Value]) -> list[Value]:
+    """``operands`` as values of their own, for a sort to permute.
+
+    IREE 3.13 sorts a ``stablehlo.sort``'s operands in place: two sorts of one constant iota
+    (identical iotas are merged) both permuted that one buffer (an argsort after another sort
+    came out as the composition of both permutations), and the sort of a slice failed codegen
+    ('write affecting operations on global resources are restricted to workgroup distributed
+    contexts').  So each operand passes a select on a never-true predicate of the key's first
+    value with a constant unique in the function, so no two sorts share one."""
+    key = operands[0]
+    first = b.reshape(b.slice(key, (0,) * key.ndim, (1,) * key.ndim), ())
+    never = _never(b, first, float(b.fresh("k")[2:]))
+    return [b.select(b.broadcast_in_dim(never, v.shape, ()), b.full_like(v, 0.0), v) for v in operands]
+
+
 def sort(b: Emitter, operands: Sequence[Value], dim: int, descending: bool) -> list[Value]:
     """``operands`` (one shape) sorted together along ``dim`` by operand 0, stably (ties keep
     their order, as the lower index first)."""
-    if operands[0].ndim == 1:
-        # IREE 3.13's Vulkan compile crashed (segfault) on a 1-D sort whose values go unused
-        # (argsort of a flattened array); as one row of a 2-D sort it compiles
-        rows = sort(b, [b.reshape(v, (1,) + v.shape) for v in operands], 1, descending)
-        return [b.reshape(v, v.shape[1:]) for v in rows]
     operands = _own_copies(b, operands)
     key = operands[0]
     t = tensor_type((), key.dtype)
@@ -44,23 +61,14 @@ def sort(b: Emitter, operands: Sequence[Value], dim: int, descending: bool) -> l
     b.lines.append(f'{ind}{base}:{len(operands)} = "stablehlo.sort"({", ".join(v.name for v in operands)}) '
                    f'({region}) {{dimension = {dim} : i64, is_stable = true}} : ({types}) -> ({types}) '
                    f'loc("{b.loc}")')
-    return [Value(f"{base}#{i}", v.shape, v.dtype) for i, v in enumerate(operands)]
-
-
-def _own_copies(b: Emitter, operands: Sequence[Value]) -> list[Value]:
-    """``operands`` as values of their own, for a sort to permute.
-
-    IREE 3.13 sorts a ``stablehlo.sort``'s operands in place: two sorts of one constant iota
-    (identical iotas are merged) both permuted that one buffer (an argsort after another sort
-    came out as the composition of both permutations), and the sort of a slice failed codegen
-    ('write affecting operations on global resources are restricted to workgroup distributed
-    contexts').  So each operand passes a select on a never-true predicate of the key
-    (|key[0]| < -k: false for every value, NaN included) whose constant k is unique in the
-    function, so no two sorts share one."""
-    key = operands[0]
-    first = b.reshape(b.slice(key, (0,) * key.ndim, (1,) * key.ndim), ())
-    never = b.compare(b.abs(first), -float(b.fresh("k")[2:]), "LT")
-    return [b.select(b.broadcast_in_dim(never, v.shape, ()), b.full_like(v, 0.0), v) for v in operands]
+    res = [Value(f"{base}#{i}", v.shape, v.dtype) for i, v in enumerate(operands)]
+    if b.vulkan:
+        # IREE 3.13's SPIR-V codegen failed on a sort whose sorted keys go unused (argsort of
+        # 512 rows: 'vector.transfer_read op with rank > 1'; of a 1-D array: a segfault), so the
+        # other results keep them in use
+        used = _never(b, res[0], 1.0)
+        res = [res[0]] + [b.select(used, b.full_like(r, 0.0), r) for r in res[1:]]
+    return res
 
 
 def gather_nd(b: Emitter, data: Value, idx: Value) -> Value:
@@ -81,6 +89,7 @@ def scatter_nd(b: Emitter, shape: Sequence[int], idx: Value, updates: Value, com
     out-of-range tuples are skipped."""
     shape = tuple(int(d) for d in shape)
     m, ny = idx.shape[-1], idx.ndim - 1
+    updates = scatter_updates(b, updates)
     zeros = b.full_like(updates, 0.0, shape)
     t = tensor_type((), updates.dtype)
     ind = b.indent
@@ -95,6 +104,25 @@ def scatter_nd(b: Emitter, shape: Sequence[int], idx: Value, updates: Value, com
     return b.op("stablehlo.scatter", [zeros, idx, updates], shape, updates.dtype, attrs=attrs, region=region)
 
 
+def scatter_updates(b: Emitter, updates: Value) -> Value:
+    """A scatter's updates, materialized on Vulkan: IREE 3.13's SPIR-V codegen staged a scatter's
+    fused update producer in workgroup memory (51 KiB for a Pad gradient of 4x8x20x20, 200 KiB
+    for a gather_nd gradient, where the default target has 16 KiB)."""
+    return b.barrier(updates) if b.vulkan else updates
+
+
+def scatter_add_along(b: Emitter, shape: Sequence[int], idx: Value, updates: Value, axis: int) -> Value:
+    """``emitter.scatter_add_rows`` along ``axis``, done along a leading axis with materialized
+    updates on Vulkan (where IREE 3.13 moved the axis first inside the scatter's dispatch and
+    staged the whole update tensor in workgroup memory)."""
+    if not b.vulkan or axis == 0:
+        return scatter_add_rows(b, shape, idx, scatter_updates(b, updates), axis)
+    perm = [axis] + [i for i in range(len(shape)) if i != axis]
+    lead = tuple(shape[i] for i in perm)
+    out = scatter_add_rows(b, lead, idx, b.barrier(b.transpose(updates, perm)), 0)
+    return b.transpose(out, [perm.index(i) for i in range(len(shape))])
+
+
 def move_axis_last(b: Emitter, x: Value, axis: int) -> Value:
     return b.transpose(x, [i for i in range(x.ndim) if i != axis] + [axis])
 
@@ -106,21 +134,17 @@ def restore_axis(b: Emitter, x: Value, axis: int) -> Value:
     return b.transpose(x, perm)
 
 
-def _row_tuples(b: Emitter, cols: Value) -> Value:
-    """(rows, k) int32 column ids -> (rows, k, 2) (row, column) index tuples."""
-    rows = b.iota(cols.shape, 0, "int32")
-    shape3 = cols.shape + (1,)
-    return b.concatenate([b.reshape(rows, shape3), b.reshape(cols, shape3)], 2)
-
-
 def scatter_along(b: Emitter, shape: Sequence[int], axis: int, idx: Value, updates: Value) -> Value:
     """Zeros of ``shape`` plus ``updates`` at positions ``idx`` (int32) along ``axis``: idx and
-    updates have ``shape`` with ``axis`` of any length (the gradient of take-along-axis)."""
+    updates have ``shape`` with ``axis`` of any length (the gradient of take-along-axis).  One
+    scatter into the flat array, at row * n + idx (a scatter of index pairs failed IREE 3.13's
+    SPIR-V codegen: 'vector.transfer_read op with rank > 1')."""
     shape = tuple(shape)
     moved = tuple(d for i, d in enumerate(shape) if i != axis) + (shape[axis],)
-    rows = int(np.prod(moved[:-1])) if len(moved) > 1 else 1
-    k = idx.shape[axis]
-    i2 = b.reshape(move_axis_last(b, idx, axis), (rows, k))
-    u2 = b.reshape(move_axis_last(b, updates, axis), (rows, k))
-    out = scatter_nd(b, (rows, moved[-1]), _row_tuples(b, i2), u2)
+    n, k = moved[-1], idx.shape[axis]
+    lead = int(np.prod(moved[:-1]))
+    pos = b.reshape(move_axis_last(b, idx, axis), (lead, k))
+    ids = b.add(b.mul(b.iota((lead, k), 0, "int32"), n), pos)
+    u = b.reshape(move_axis_last(b, updates, axis), (lead * k,))
+    out = scatter_add_rows(b, (lead * n,), b.reshape(ids, (lead * k,)), scatter_updates(b, u), 0)
     return restore_axis(b, b.reshape(out, moved), axis)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 from ..emitter import scatter_add_rows
+from . import hlo
 from .params import Shape
 from .registry import define, differentiable, lowers
 from .rules import known, same_dtype
@@ -181,6 +182,7 @@ def _sampler_grad(ctx, p, g, x, grid):
     d_x = b.reduce(b.mul(s, k["dw_dx"]), [0])
     dgrid = b.concatenate([b.reshape(b.mul(d_x, (wi - 1) / 2.0), (n, 1, ho, wo)),
                            b.reshape(b.mul(d_y, (hi - 1) / 2.0), (n, 1, ho, wo))], 1)
-    rows = scatter_add_rows(b, (n * hi * wi, c), k["ids"], b.mul(gb, per_corner(k["w"])), 0)
+    upd = hlo.scatter_updates(b, b.mul(gb, per_corner(k["w"])))
+    rows = scatter_add_rows(b, (n * hi * wi, c), k["ids"], upd, 0)
     dx = b.transpose(b.reshape(rows, (n, hi, wi, c)), [0, 3, 1, 2])
     return [dx, dgrid]

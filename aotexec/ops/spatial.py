@@ -9,7 +9,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..emitter import scatter_add_rows
+from . import hlo
 from .params import Shape
 from .registry import define, differentiable, lowers
 from .rules import dtype_of_first, forward, known, same_dtype
@@ -74,7 +74,7 @@ def _pad_grad(ctx, p: PadParam, g):
     axes = _padded_axes(p, shape)
     for axis, rows in reversed(axes):
         target = tuple(shape[i] if i == axis else g.shape[i] for i in range(g.ndim))
-        g = scatter_add_rows(b, target, b.constant(rows, rows.shape, "int32"), g, axis)
+        g = hlo.scatter_add_along(b, target, b.constant(rows, rows.shape, "int32"), g, axis)
     return [g]
 
 
