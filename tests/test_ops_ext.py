@@ -220,6 +220,8 @@ def test_output_names_shapes_and_dtypes():
         assert S.arange(3).list_outputs() == ["_arange0_output"]
         assert S.full((2,), 3).list_outputs() == ["_full0_output"]
         assert S.Crop(x, V("y")).list_arguments() == ["x", "y"]
+        assert x.shape_array().list_outputs() == ["shape_array0_output"]      # MXNet's fluent methods
+        assert x.slice_like(V("y"), axes=(0,)).list_arguments() == ["x", "y"]
     _, outs, _ = S.topk(x, ret_typ="both", k=2, dtype="int64").infer_type(x="float32")
     assert outs == [np.float32, np.int64]
     _, outs, _ = S.argsort(x).infer_type(x="float64")

@@ -322,6 +322,7 @@ FLUENT = ("reshape", "reshape_like", "zeros_like", "ones_like", "broadcast_to", 
           "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "exp", "expm1", "log", "log10", "log2",
           "log1p", "sqrt", "rsqrt", "cbrt", "square", "reciprocal", "relu", "sigmoid", "softmax",
           "log_softmax", "softmin", "dot", "stop_gradient", "identity")
+FLUENT += ("shape_array", "size_array", "depth_to_space", "space_to_depth", "slice_like")
 
 
 def _fluent(op_name: str):
