@@ -154,7 +154,6 @@ def _pixel_rows(b, x):
 @lowers(BilinearSampler)
 def _sampler_lower(ctx, p, x, grid):
     b = ctx.b
-    n, c = x.shape[:2]
     k = _corners(b, x.shape, grid)
     vals = b.gather_rows(_pixel_rows(b, x), k["ids"], 0)                     # (4, N, h, w, C)
     out = b.reduce(b.mul(vals, b.broadcast_in_dim(k["w"], vals.shape, [0, 1, 2, 3])), [0])
@@ -182,6 +181,8 @@ def _sampler_grad(ctx, p, g, x, grid):
     d_x = b.reduce(b.mul(s, k["dw_dx"]), [0])
     dgrid = b.concatenate([b.reshape(b.mul(d_x, (wi - 1) / 2.0), (n, 1, ho, wo)),
                            b.reshape(b.mul(d_y, (hi - 1) / 2.0), (n, 1, ho, wo))], 1)
+    # the data gradient's scatter after the gather above: emitted the other way round, IREE 3.13's
+    # multi-use producer fusion broke dominance when g came from a matmul
     upd = hlo.scatter_updates(b, b.mul(gb, per_corner(k["w"])))
     rows = scatter_add_rows(b, (n * hi * wi, c), k["ids"], upd, 0)
     dx = b.transpose(b.reshape(rows, (n, hi, wi, c)), [0, 3, 1, 2])
