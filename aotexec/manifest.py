@@ -9,6 +9,7 @@ loading also checks every field against the others, each check one link of a cha
     entry point  --(IREE ABI declaration)--> the compiled function in the .vmfb
     symbol       --(names, shapes, dtypes)--> params.npz (complete: every variable that
                                             is not an input)
+    params.npz   --(byte for byte)-->       params.irpa (``param_archive``, for IREE's tools)
 
 and every file name stays inside the artifact folder.  Every failure is one
 ``AotexecError`` line starting ``invalid artifact <path>:``.  Runtime only: numpy,
@@ -29,9 +30,11 @@ from .emitter import MLIR_DTYPES, tensor_type
 from .options import MIRROR_POLICIES
 from .passes.infer import Typing
 from .runtime.bind_args import GRAD_REQS, bind_typing
-from .signature import EntryPoint, ProgramSpec, Role
+from .signature import RESIDENT_SCOPE, EntryPoint, ProgramSpec, Role
 
-FORMAT_VERSION = 4   # 2: shape variants, planned-buffer ABI; 3: typed entry-point ports; 4: inputs, checked params
+# 2: shape variants, planned-buffer ABI; 3: typed entry-point ports; 4: inputs, checked params;
+# 5: each entry point's calling convention ('abi', transient bytes), params.irpa, parameters keyed by name
+FORMAT_VERSION = 5
 MANIFEST = "manifest.json"
 TARGET_FILES = {"llvm-cpu": "llvm-cpu.vmfb", "vulkan-spirv": "vulkan-spirv.vmfb", "cuda": "cuda.vmfb"}
 RESIDENT = "llvm-cpu-resident"   # a variant's forward_infer with resident parameters (optional file)
@@ -156,6 +159,11 @@ def check_structure(path: Path, m: dict) -> list[tuple[str, dict]]:
         _file_rec(path, m["params"], "params")
         _need(_str_list(m["params"].get("names")), path, "manifest params record lacks its names")
         files.append(("params", m["params"]))
+        _file_rec(path, m["params"].get("irpa"), "parameter archive")
+        _need(m["params"]["irpa"].get("scope") == RESIDENT_SCOPE, path,
+              f"the parameter archive's scope must be {RESIDENT_SCOPE!r}")
+        files.append(("parameter archive", m["params"]["irpa"]))
+    _need(len({rec["file"] for _, rec in files}) == len(files), path, "two parts of the artifact name one file")
     return files
 
 
@@ -234,6 +242,9 @@ def check_entry_points(path: Path, m: dict, symbol, typings: Sequence[Typing]) -
             res = ProgramSpec.from_json(v["resident_entry_points"]) if RESIDENT in v["files"] else None
         except AotexecError as e:
             raise invalid(path, f"variant {k}: {first_line(e)}") from None
+        for key in ("entry_points", "resident_entry_points"):
+            lacking = [n for n, e in (v.get(key) or {}).items() if "abi" not in e]
+            _need(not lacking, path, f"variant {k}: entry points {lacking} lack their calling convention ('abi')")
         train = any(r != "null" for r in (v.get("grad_req") or {}).values())
         need = ["forward_infer"] + (list(TRAIN_ENTRIES) if train else [])
         missing = [e for e in need if e not in spec.entries]
@@ -263,6 +274,22 @@ def _declared(decl: str) -> tuple[list[str], list[str]]:
     return [_signless(t) for t in _DECL_PARAM.findall(head)], [_signless(t) for t in _DECL_RESULT.findall(tail)]
 
 
+def _transients(fn) -> int | None:
+    size = dict(fn.reflection).get("iree.abi.transients.size.constant")
+    return int(size) if size is not None and str(size).isdigit() else None
+
+
+def record_transients(spec: ProgramSpec, vmfb: bytes) -> ProgramSpec:
+    """``spec`` with each entry point's transient arena size, as the compiled module reports it."""
+    import dataclasses
+
+    import iree.runtime as rt
+    from .runtime.device import vm_instance
+    module = rt.VmModule.copy_buffer(vm_instance(), vmfb)
+    return ProgramSpec({n: dataclasses.replace(ep, transients=_transients(module.lookup_function(n)))
+                        for n, ep in spec.entries.items()})
+
+
 def check_module(path: Path, fname: str, vmfb: bytes, spec: ProgramSpec) -> None:
     """The manifest's entry points against the functions IREE compiled (their ABI declarations)."""
     import iree.runtime as rt
@@ -274,6 +301,9 @@ def check_module(path: Path, fname: str, vmfb: bytes, spec: ProgramSpec) -> None
     for name, ep in spec.entries.items():
         fn = module.lookup_function(name)
         _need(fn is not None, path, f"{fname} has no function {name!r} (it has {module.function_names})")
+        # a transient arena smaller than the module needs corrupts memory (seen with iree-run-module)
+        _need(ep.transients == _transients(fn), path, f"{fname}: {name} needs {_transients(fn)} transient bytes, "
+                                                      f"the manifest records {ep.transients}")
         decl = dict(fn.reflection).get("iree.abi.declaration")
         if decl is None:
             continue

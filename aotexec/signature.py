@@ -55,7 +55,8 @@ class EntryPoint:
     params: tuple[Port, ...]
     results: tuple[Port, ...]
     output_args: bool = False     # results go into caller buffers (+ a transients arena)
-    resident: list[str] = field(default_factory=list)   # variables read from IREE parameters p0, p1, ...
+    resident: list[str] = field(default_factory=list)   # variables read from IREE parameters, keyed by name
+    transients: int | None = None  # bytes of the transient arena (planned entry points; None: not recorded)
 
     def of(self, role: Role) -> list[Port]:
         """Parameters with ``role``, in order."""
@@ -76,19 +77,38 @@ class EntryPoint:
     def takes_rng(self) -> bool:
         return bool(self.params) and self.params[-1].role is Role.RNG
 
+    def abi(self) -> list[dict[str, Any]]:
+        """The function's arguments in call order: every input port; for planned entry points
+        one storage buffer per result (``iree.abi.output``, any contents) and the transient
+        arena (a plain buffer of ``transients`` bytes, ``iree.abi.transients``).  Resident
+        variables are not arguments: they come from the IREE parameter scope RESIDENT_SCOPE."""
+        args: list[dict[str, Any]] = [{"kind": "input"} | p.to_json() for p in self.params]
+        if self.output_args:
+            args += [{"kind": "output_storage", "result": i, "shape": list(p.shape), "dtype": p.dtype}
+                     for i, p in enumerate(self.results)]
+            args.append({"kind": "transients", "bytes": self.transients})
+        return args
+
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "inputs": [p.to_json() for p in self.params],
                 "outputs": [p.to_json() for p in self.results], "output_args": self.output_args,
-                "resident": list(self.resident)}
+                "resident": list(self.resident), "transients": self.transients, "abi": self.abi()}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "EntryPoint":
         try:
-            return EntryPoint(str(d["name"]), tuple(Port.from_json(p) for p in d["inputs"]),
-                              tuple(Port.from_json(p) for p in d["outputs"]), bool(d.get("output_args", False)),
-                              [str(n) for n in d.get("resident", [])])
+            transients = d.get("transients")
+            if transients is not None and (type(transients) is not int or transients < 0):
+                raise ValueError(f"transients must be a byte count, not {transients!r}")
+            ep = EntryPoint(str(d["name"]), tuple(Port.from_json(p) for p in d["inputs"]),
+                            tuple(Port.from_json(p) for p in d["outputs"]), bool(d.get("output_args", False)),
+                            [str(n) for n in d.get("resident", [])], transients)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise AotexecError(f"malformed entry point description: {type(e).__name__}: {e}") from None
+        if "abi" in d and d["abi"] != ep.abi():
+            raise AotexecError(f"entry point {ep.name}: its 'abi' is not the calling convention its ports and "
+                               "transients give")
+        return ep
 
 
 @dataclass
