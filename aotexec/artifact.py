@@ -16,9 +16,10 @@ Layout::
                        params.npz): what ``iree-run-module --parameters=aotexec=params.irpa``
                        feeds the resident module (``aotexec.run_command``)
 
-Each entry point's record holds its full calling convention (``signature.EntryPoint.abi``:
-arguments in order, output storage, transient arena bytes), so IREE's own tools run the
-modules without aotexec (``aotexec export-run-cmd``).
+Each module's file record holds the full calling convention of its functions (``abi``, from
+``signature.EntryPoint.abi``: arguments in order, output storage, transient arena bytes, which
+differ per target), so IREE's own tools run the modules without aotexec (``aotexec
+export-run-cmd``).
 
 Writing needs the compiler (``ax.compile``) and is atomic: everything goes into a temporary
 folder beside ``out``, checked by loading it, then renamed into place, so a failed compile
@@ -45,7 +46,7 @@ import numpy as np
 from .base import AotexecError, require_compiler
 from .manifest import (FORMAT_VERSION, MANIFEST, RESIDENT, TARGET_FILES, check_entry_points, check_module,
                        check_params, check_structure, check_symbol, confined, first_line, invalid, is_label,
-                       prepare_params, read_params, record_transients)
+                       prepare_params, read_params, module_abi)
 from .options import Options
 from .param_archive import ARCHIVE, archive_arrays, check_archive, write_archive
 from .runtime.context import Context, current_context
@@ -155,15 +156,15 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
                 vmfb, spec = pipeline.compile_program(symbol, typing, modes, opts, options,
                                                       reqs=reqs if train else None, mirror=options.mirror)
                 fname = TARGET_FILES[target] if k == 0 else TARGET_FILES[target].replace(".vmfb", f".v{k}.vmfb")
-                variant["files"][target] = _write(tmp / fname, vmfb)
-                variant["entry_points"] = record_transients(spec, vmfb).to_json()
+                variant["files"][target] = _write(tmp / fname, vmfb, spec)
+                variant["entry_points"] = spec.to_json()
                 if pipeline.program.resident_enabled(opts, options):
                     # inference executors keep their parameters resident (docs/ARCHITECTURE.md); such a
                     # module needs them at load, so it is a file of its own
                     vmfb, spec = pipeline.compile_program(symbol, typing, ["forward_infer"], opts, options,
                                                           resident=pipeline.resident_parameters(symbol, typing))
-                    variant["files"][RESIDENT] = _write(tmp / fname.replace(".vmfb", ".resident.vmfb"), vmfb)
-                    variant["resident_entry_points"] = record_transients(spec, vmfb).to_json()
+                    variant["files"][RESIDENT] = _write(tmp / fname.replace(".vmfb", ".resident.vmfb"), vmfb, spec)
+                    variant["resident_entry_points"] = spec.to_json()
             manifest["variants"].append(variant)
         if arrays is not None:
             np.savez(tmp / "params.npz", **arrays)
@@ -185,9 +186,10 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _write(path: Path, vmfb: bytes) -> dict[str, Any]:
+def _write(path: Path, vmfb: bytes, spec: ProgramSpec) -> dict[str, Any]:
     path.write_bytes(vmfb)
-    return {"file": path.name, "sha256": hashlib.sha256(vmfb).hexdigest(), "bytes": len(vmfb)}
+    return {"file": path.name, "sha256": hashlib.sha256(vmfb).hexdigest(), "bytes": len(vmfb),
+            "abi": module_abi(spec, vmfb)}
 
 
 def _check_destination(final: Path) -> None:
@@ -484,7 +486,7 @@ def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
     specs = check_entry_points(path, manifest, symbol, typings)
     for v, (spec, resident) in zip(manifest["variants"], specs):
         for t, rec in v["files"].items():
-            check_module(path, rec["file"], contents[rec["file"]], resident if t == RESIDENT else spec)
+            check_module(path, rec["file"], contents[rec["file"]], resident if t == RESIDENT else spec, rec.get("abi"))
     arg_params: dict = {}
     aux_params: dict = {}
     if manifest.get("params") is not None:

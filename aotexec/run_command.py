@@ -1,6 +1,6 @@
 """The ``iree-run-module`` command that runs one entry point of an artifact without aotexec.
 
-Everything comes from the manifest's calling convention (``signature.EntryPoint.abi``): the
+Everything comes from the calling convention the manifest records per module (``abi``): the
 inputs in order as ``.npy`` files (``--input=@file.npy``), one zero-filled storage buffer per
 output (``iree.abi.output``), the transient arena as a plain buffer of the recorded size
 (``--input=&<bytes>xi8``; a smaller one corrupts memory), and each result written with
@@ -86,9 +86,10 @@ def run_command(art, function: str = "forward_infer", *, variant: int = 0, targe
     res_spec = art.resident_specs[k]
     if resident and function == "forward_infer" and target == "llvm-cpu" and res_spec is not None and archive \
             and set(res_spec.entries[function].resident) <= set(params):
-        spec, module = res_spec, files[RESIDENT]["file"]
+        spec, rec = res_spec, files[RESIDENT]
     else:
-        module, archive = files[target]["file"], None
+        rec, archive = files[target], None
+    module = rec["file"]
     if function not in spec.entries:
         raise AotexecError(f"artifact {art.path} has no function {function!r}; it has {', '.join(spec.entries)}")
     ep = spec.entries[function]
@@ -102,7 +103,7 @@ def run_command(art, function: str = "forward_infer", *, variant: int = 0, targe
     argv.append(f"--function={function}")
     cmd = RunCommand(argv, str(root / module), output_dir=output_dir)
     given = dict(inputs or {})
-    for arg in ep.abi():
+    for arg in rec["abi"][function]:     # validated at load against the module
         argv.append("--input=" + _input(cmd, arg, function, given, input_dir, params, params_dir, seed))
     unknown = sorted(set(given) - {key for key, *_ in cmd.inputs})
     if unknown:

@@ -56,7 +56,7 @@ class EntryPoint:
     results: tuple[Port, ...]
     output_args: bool = False     # results go into caller buffers (+ a transients arena)
     resident: list[str] = field(default_factory=list)   # variables read from IREE parameters, keyed by name
-    transients: int | None = None  # bytes of the transient arena (planned entry points; None: not recorded)
+    transients: int | None = None  # bytes of the transient arena: a property of one compiled module (its abi)
 
     def of(self, role: Role) -> list[Port]:
         """Parameters with ``role``, in order."""
@@ -92,23 +92,16 @@ class EntryPoint:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "inputs": [p.to_json() for p in self.params],
                 "outputs": [p.to_json() for p in self.results], "output_args": self.output_args,
-                "resident": list(self.resident), "transients": self.transients, "abi": self.abi()}
+                "resident": list(self.resident)}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "EntryPoint":
         try:
-            transients = d.get("transients")
-            if transients is not None and (type(transients) is not int or transients < 0):
-                raise ValueError(f"transients must be a byte count, not {transients!r}")
-            ep = EntryPoint(str(d["name"]), tuple(Port.from_json(p) for p in d["inputs"]),
-                            tuple(Port.from_json(p) for p in d["outputs"]), bool(d.get("output_args", False)),
-                            [str(n) for n in d.get("resident", [])], transients)
+            return EntryPoint(str(d["name"]), tuple(Port.from_json(p) for p in d["inputs"]),
+                              tuple(Port.from_json(p) for p in d["outputs"]), bool(d.get("output_args", False)),
+                              [str(n) for n in d.get("resident", [])])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise AotexecError(f"malformed entry point description: {type(e).__name__}: {e}") from None
-        if "abi" in d and d["abi"] != ep.abi():
-            raise AotexecError(f"entry point {ep.name}: its 'abi' is not the calling convention its ports and "
-                               "transients give")
-        return ep
 
 
 @dataclass
