@@ -169,6 +169,7 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
         if arrays is not None:
             np.savez(tmp / "params.npz", **arrays)
             write_archive(tmp / ARCHIVE, archive_arrays(arrays))
+            os.chmod(tmp / ARCHIVE, (tmp / "params.npz").stat().st_mode & 0o777)   # IREE writes it 0640
             manifest["params"] = {"file": "params.npz", "sha256": _sha256(tmp / "params.npz"),
                                   "names": sorted(arrays), "irpa": {"file": ARCHIVE, "sha256": _sha256(tmp / ARCHIVE),
                                                                     "scope": RESIDENT_SCOPE}}

@@ -59,8 +59,10 @@ def first_line(e: BaseException) -> str:
 # ------------------------------------------------------------------ files
 def confined(root: Path, name: Any, what: str) -> Path:
     """``root / name`` for a plain file name that stays inside ``root`` (symlinks resolved)."""
-    if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
-        raise invalid(root, f"the {what} file {name!r} must be a plain file name inside the artifact folder")
+    if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0") \
+            or len(name.encode("utf-8", "surrogatepass")) > 255:     # longer: the OS refuses it (ENAMETOOLONG)
+        raise invalid(root, f"the {what} file {(name[:80] if isinstance(name, str) else name)!r} must be a plain "
+                            "file name inside the artifact folder (of at most 255 bytes)")
     p = root / name
     if not p.resolve().is_relative_to(root.resolve()):
         raise invalid(root, f"the {what} file {name!r} leads outside the artifact folder")
@@ -300,6 +302,15 @@ def check_module(path: Path, fname: str, vmfb: bytes, spec: ProgramSpec, abi: An
         module = rt.VmModule.copy_buffer(vm_instance(), vmfb)
     except Exception as e:   # noqa: BLE001 (IREE raises RuntimeError / ValueError variously)
         raise invalid(path, f"{fname} is not an IREE module ({first_line(e)})") from None
+    try:
+        _check_functions(path, fname, module, spec, abi)
+    except AotexecError:
+        raise
+    except (RuntimeError, UnicodeError, ValueError) as e:   # e.g. names that are not UTF-8 (nanobind)
+        raise invalid(path, f"{fname}: unreadable function metadata ({first_line(e)})") from None
+
+
+def _check_functions(path: Path, fname: str, module, spec: ProgramSpec, abi: Any) -> None:
     for name, ep in spec.entries.items():
         fn = module.lookup_function(name)
         _need(fn is not None, path, f"{fname} has no function {name!r} (it has {module.function_names})")
