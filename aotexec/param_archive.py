@@ -33,7 +33,7 @@ def write_archive(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 def archive_arrays(params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The archive's contents for params.npz's arrays (keys ``arg:<name>`` / ``aux:<name>``)."""
-    return {k.split(":", 1)[1]: v for k, v in params.items()}
+    return {k.partition(":")[2] or k: v for k, v in params.items()}
 
 
 def check_archive(root: Path, fname: str, data: bytes, arrays: dict[str, np.ndarray]) -> None:

@@ -116,5 +116,8 @@ def inspect_cmd(args: argparse.Namespace) -> None:
             for kind, ports in (("in ", ep.params), ("out", ep.results)):
                 for p in ports:
                     print(f"    {kind} {p.name:24s} {str(tuple(p.shape)):20s} {p.dtype:8s} {p.role.value}")
-            if ep.output_args:
-                print(f"    + one storage buffer per output and a transient arena of {ep.transients} bytes")
+            arenas = {t: a["bytes"] for t, rec in art.variants[k]["files"].items()
+                      for a in rec["abi"].get(name, []) if a["kind"] == "transients"}
+            if arenas:
+                print("    + a storage buffer per output and a transient arena of "
+                      + ", ".join(f"{n:,} bytes ({t})" for t, n in arenas.items() if n is not None))
