@@ -57,7 +57,8 @@ def work(arm, tmp_path) -> Path:
 
 def test_the_manifest_records_the_target_and_x86_refuses_to_run_it(arm):
     m = json.loads((arm / "manifest.json").read_text())
-    assert m["targets"]["llvm-cpu"]["cpu"]["triple"] == TRIPLE and m["targets"]["llvm-cpu"]["cpu"]["cpu"] == "cortex-a76"
+    cpu = m["targets"]["llvm-cpu"]["cpu"]
+    assert cpu["triple"] == TRIPLE and cpu["cpu"] == "cortex-a76"
     art = ax.load(arm)                              # validates everything without running it
     with pytest.raises(ax.AotexecError, match=f"compiled for {TRIPLE}.*this machine is x86_64"):
         art.simple_bind(ax.cpu())

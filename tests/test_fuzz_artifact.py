@@ -261,7 +261,8 @@ def test_fuzz_modules_and_archive_in_a_child(base, tmp_path):
                 problems.append(line)
         if code == 0:
             break
-        problems.append(f"case {last}: the child ended with {code}: {proc.stderr[-600:] if code != 'timeout (hang)' else ''}")
+        stderr = proc.stderr[-600:] if code != "timeout (hang)" else ""
+        problems.append(f"case {last}: the child ended with {code}: {stderr}")
         if last is None:
             break
         start = last + 1
