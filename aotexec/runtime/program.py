@@ -75,9 +75,7 @@ class Program:
     def bind_parameters(self, values: dict[str, np.ndarray]) -> LoadedModule:
         """The module in a context of its own whose resident parameters hold ``values``
         (by variable name); its initializers (weight packing) run now."""
-        keys = {}
-        for e in self.spec.entries.values():
-            keys.update({f"p{k}": values[n] for k, n in enumerate(e.resident)})
+        keys = {n: values[n] for e in self.spec.entries.values() for n in e.resident}
         return self.device.load_module(self._vm_module, parameters=(RESIDENT_SCOPE, keys))
 
     def transients_size(self, name: str) -> int:
