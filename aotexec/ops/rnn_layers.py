@@ -83,7 +83,7 @@ class ParamLayout:
         parts = []
         for layer, d, name in self.blocks:
             g = grads[(layer, d)][name]
-            parts.append(b.reshape(g, (g.shape[0] * (g.shape[1] if g.ndim > 1 else 1),)))
+            parts.append(b.barrier(b.reshape(g, (g.shape[0] * (g.shape[1] if g.ndim > 1 else 1),))))
         return b.concatenate(parts, 0)
 
 
