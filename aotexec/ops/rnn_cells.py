@@ -27,6 +27,18 @@ def gate(b: Emitter, v: Value, k: int, h: int) -> Value:
     return b.slice(v, (0, k * h), (v.shape[0], (k + 1) * h))
 
 
+def join_gates(b: Emitter, parts: list[Value]) -> Value:
+    """(N, H) blocks side by side as (N, G*H): one select over broadcasts, which IREE fuses into
+    its producers, where a concatenate costs a copy dispatch per block (per time step here)."""
+    n, h = parts[0].shape
+    shape = (n, len(parts), h)
+    k = b.iota(shape, 1, "int32")
+    out = b.broadcast_in_dim(parts[-1], shape, [0, 2])
+    for j in reversed(range(len(parts) - 1)):
+        out = b.select(b.compare(k, b.full_like(k, j), "EQ"), b.broadcast_in_dim(parts[j], shape, [0, 2]), out)
+    return b.reshape(out, (n, len(parts) * h))
+
+
 def _one_minus(b: Emitter, x: Value) -> Value:
     return b.sub(b.full_like(x, 1.0), x)
 
@@ -124,8 +136,8 @@ class Cell:
         tc = b.tanh(self._clip(b, c_raw))
         do = b.mul(dh, tc)
         dc = self._clip_pass(b, c_raw, b.add(dc, b.mul(b.mul(dh, o), _dtanh(b, tc))))
-        d = b.concatenate([b.mul(b.mul(dc, g), _dsigmoid(b, i)), b.mul(b.mul(dc, c_prev), _dsigmoid(b, f)),
-                           b.mul(b.mul(dc, i), _dtanh(b, g)), b.mul(do, _dsigmoid(b, o))], 1)
+        d = join_gates(b, [b.mul(b.mul(dc, g), _dsigmoid(b, i)), b.mul(b.mul(dc, c_prev), _dsigmoid(b, f)),
+                           b.mul(b.mul(dc, i), _dtanh(b, g)), b.mul(do, _dsigmoid(b, o))])
         return StepGrad(d, d, None, b.mul(dc, f))
 
     def _gru_grad(self, b: Emitter, xt, hw, h_prev, dh) -> StepGrad:
@@ -133,6 +145,6 @@ class Cell:
         dn = b.mul(b.mul(dh, _one_minus(b, z)), _dtanh(b, n))                 # d pre-activation of n
         dz = b.mul(b.mul(dh, b.sub(h_prev, n)), _dsigmoid(b, z))
         dr = b.mul(b.mul(dn, gate(b, hw, 2, self.h)), _dsigmoid(b, r))
-        dx = b.concatenate([dr, dz, dn], 1)
-        dhw = b.concatenate([dr, dz, b.mul(dn, r)], 1)
+        dx = join_gates(b, [dr, dz, dn])
+        dhw = join_gates(b, [dr, dz, b.mul(dn, r)])
         return StepGrad(dx, dhw, b.mul(dh, z), None)
