@@ -79,6 +79,11 @@ def _valid(b, lengths: Value, shape, axis: int) -> Value:
     return b.compare(b.iota(shape, axis, "int32"), b.broadcast_in_dim(n, shape, [1 - axis]), "LT")
 
 
+def _grad_reads(p: SequenceParam) -> list[str]:
+    """The head gradient, and the lengths when there are any."""
+    return ["ograd0", "in1"] if p.use_sequence_length else ["ograd0"]
+
+
 def _seq_define(name: str, params, infer_shape):
     return define(name, params=params, inputs=_inputs, no_grad_inputs=("sequence_length",),
                   infer_shape=infer_shape, infer_type=_type)
@@ -96,7 +101,7 @@ def _mask_lower(ctx, p: SequenceMaskParam, x, lengths=None):
     return b.select(_valid(b, lengths, x.shape, p.axis), x, b.full_like(x, p.value))
 
 
-@differentiable(SequenceMask, lambda p: ["ograd0", "in1"] if p.use_sequence_length else ["ograd0"])
+@differentiable(SequenceMask, _grad_reads)
 def _mask_grad(ctx, p: SequenceMaskParam, g, lengths=None):
     if lengths is None:
         return [g]
@@ -130,7 +135,7 @@ def _last_lower(ctx, p: SequenceParam, x, lengths=None):
     return b.reduce(b.select(hit, x, b.full_like(x, 0.0)), [p.axis])
 
 
-@differentiable(SequenceLast, lambda p: ["ograd0", "in1"] if p.use_sequence_length else ["ograd0"])
+@differentiable(SequenceLast, _grad_reads)
 def _last_grad(ctx, p: SequenceParam, g, lengths=None):
     b = ctx.b
     shape = tuple(ctx.fwd_in_shapes[0])
@@ -175,7 +180,7 @@ def _reverse_lower(ctx, p: SequenceParam, x, lengths=None):
     return sequence_reverse(ctx.b, x, lengths)
 
 
-@differentiable(SequenceReverse, lambda p: ["ograd0", "in1"] if p.use_sequence_length else ["ograd0"])
+@differentiable(SequenceReverse, _grad_reads)
 def _reverse_grad(ctx, p: SequenceParam, g, lengths=None):
     """The permutation is its own inverse (MXNet's backward reverses the head gradient)."""
     out = [sequence_reverse(ctx.b, g, lengths)]
