@@ -79,7 +79,9 @@ class ParamLayout:
         return Weights(get("wx"), get("wh"), get("whr"), get("bx"), get("bh"), self.gru)
 
     def flat_grad(self, b: Emitter, grads: dict[tuple[int, int], dict[str, Value]]) -> Value:
-        """The gradients of every block, flattened into the vector's order."""
+        """The gradients of every block, flattened into the vector's order.  Each behind a barrier:
+        IREE 3.13's EmplaceAllocations, placing the products into the concatenation, moved ops
+        of one layer's loop after their uses in another ("operand does not dominate this use")."""
         parts = []
         for layer, d, name in self.blocks:
             g = grads[(layer, d)][name]
