@@ -85,6 +85,7 @@ class Emitter:
         self.prologue: list[str] = []       # ops moved to the top of the function (see fence)
         self.indent = indent
         self.loc = "aotexec"
+        self.loops = 0                      # stablehlo.while ops emitted (ops.loop.while_loop)
         self._n = 0
         self._layout_of_arg: dict[str, list[int]] = {}   # value -> lines of its layout chain from an argument
         self._transposed: dict[str, tuple[Value, tuple[int, ...]]] = {}   # transpose result -> (source, perm)

@@ -143,7 +143,11 @@ class FunctionBuilder:
         then the transient arena."""
         self.params += [f"%out{i}: !hal.buffer_view" if i in aliased
                         else f"%out{i}: {v.type} {{iree.abi.output = {i} : index}}" for i, v in enumerate(results)]
-        self.params.append("%transients: !hal.buffer {iree.abi.transients}")
+        # IREE 3.13's EmplaceTransients breaks dominance ("operand #1 does not dominate this use")
+        # placing allocations made inside loops: a function with a loop keeps the parameter but
+        # no arena (IREE allocates its intermediates per call)
+        arena = "" if self.b.loops else " {iree.abi.transients}"
+        self.params.append(f"%transients: !hal.buffer{arena}")
 
     def text(self, results: list[Value]) -> str:
         b, name = self.b, self.name

@@ -1,4 +1,4 @@
 """Operator definitions; importing this package registers every op (one module per family)."""
 from . import (activation, autograd, broadcast, conv, dense, elemwise, index, join_split, loss,  # noqa: F401
-               norm, pool, reduce, reshape)
+               norm, pool, reduce, reshape, rnn, sequence)
 from .registry import CONSTRUCTORS, OPS, OpDef, get_op  # noqa: F401

@@ -83,6 +83,8 @@ class Program:
         refl = dict(self._vm_module.lookup_function(name).reflection) if self.resident else \
             self.module.reflection(name)
         size = refl.get("iree.abi.transients.size.constant")
+        if size is None and "iree.abi.transients.size" not in refl:
+            return 0        # no arena declared (lowering.module: functions with loops)
         if size is None:
             raise AotexecError(f"{name} needs a transient arena of dynamic size, which aotexec does not plan yet")
         return int(size)
