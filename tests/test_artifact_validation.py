@@ -98,7 +98,7 @@ def test_params_of_the_wrong_shape_or_dtype_are_refused(copy):
 def test_garbage_or_mislabelled_params_file_is_refused(copy):
     a = copy("garbage")
     _resave_params(a, _params(), raw=b"this is not a zip file at all")
-    _refused(a, "not a numpy .npz archive")
+    _refused(a, "not a parameter file")
     b = copy("names")
     p = _params()
     np.savez(b / "params.npz", **p)
@@ -198,8 +198,8 @@ def _no_leftovers(parent: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize("make,message", [
-    (lambda d: np.save(d / "p.npy", np.zeros(3)) or d / "p.npy", "single-array .npy file"),
-    (lambda d: (d / "p.npz").write_bytes(b"garbage") and d / "p.npz", "not a numpy .npz archive"),
+    (lambda d: np.save(d / "p.npy", np.zeros(3)) or d / "p.npy", "single-array numpy .npy file"),
+    (lambda d: (d / "p.npz").write_bytes(b"garbage") and d / "p.npz", "not a parameter file"),
     (lambda d: np.savez(d / "p.npz", **{k: v for k, v in _params().items() if "fc3" not in k}) or d / "p.npz",
      "params lack fc3_weight, fc3_bias"),
     (lambda d: np.savez(d / "p.npz", **{k: v.T for k, v in _params().items()}) or d / "p.npz",

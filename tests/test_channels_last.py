@@ -155,3 +155,28 @@ def test_inference_runs_large_kernels_channels_last():
     h = np.tanh(conv(h, p["c2_weight"], p["c2_bias"], 1))                  # (2, 6, 6, 6)
     h = h.reshape(2, 6, 3, 2, 3, 2).max(axis=(3, 5)).reshape(2, -1)
     np.testing.assert_allclose(out, h @ p["fc_weight"].T + p["fc_bias"], rtol=1e-4, atol=1e-4)
+
+
+def _dense_block():
+    """Two DenseNet layers (conv outputs joined along C) under a classifier, whose head gradient
+    reaches the last Concat's backward NCHW."""
+    x = S.Convolution(V("data"), kernel=(3, 3), pad=(1, 1), num_filter=3, no_bias=True, name="c0")
+    for i in range(2):
+        h = S.Convolution(S.Activation(x, act_type="tanh"), kernel=(3, 3), pad=(1, 1), num_filter=2,
+                          no_bias=True, name=f"c{i + 1}")
+        x = S.Concat(x, h, dim=1, name=f"cat{i}")
+    return S.FullyConnected(x, num_hidden=3, name="fc")
+
+
+def test_channels_last_concat_and_its_gradient():
+    net = _dense_block()
+    t = bind_typing(net, {"data": (2, 2, 5, 5)}, {})
+    plan = pipeline.training_plan(net, t, {n: "write" for n in net.list_arguments()})
+    lay = layout.assign(plan.typing.graph, plan.typing.shape_of)
+    rules = {n.name: lay.rules.get(id(n)) for n in plan.typing.graph.nodes if n.op is not None}
+    assert rules["cat0"] == rules["cat1"] == rules["cat0_backward"] == rules["cat1_backward"] == "axis3", rules
+    rng = np.random.default_rng(3)
+    loc = {"data": rng.uniform(-1, 1, (2, 2, 5, 5)), "c0_weight": rng.uniform(-1, 1, (3, 2, 3, 3)),
+           "c1_weight": rng.uniform(-1, 1, (2, 3, 3, 3)), "c2_weight": rng.uniform(-1, 1, (2, 5, 3, 3)),
+           "fc_weight": rng.uniform(-1, 1, (3, 7 * 25)), "fc_bias": rng.uniform(-1, 1, 3)}
+    check_numeric_gradient(net, loc)

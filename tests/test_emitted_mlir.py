@@ -187,3 +187,29 @@ def test_channels_last_keeps_activations_nhwc_between_convolutions():
     assert convs == 9                                        # conv0, 3 stages x 2, 2 shortcut convolutions
     assert nhwc["optimization_barrier"] == 1 + convs         # the data, and each weight once
     assert nchw["optimization_barrier"] > nhwc["optimization_barrier"] and nchw["transpose"] > nhwc["transpose"]
+
+
+def dense_block(layers: int, growth: int = 4):
+    """DenseNet's pattern: each layer's BN-ReLU-conv output joined to all before it (Concat)."""
+    x = ax.sym.Convolution(ax.sym.Variable("data"), kernel=(3, 3), pad=(1, 1), num_filter=8, no_bias=True,
+                           name="conv0")
+    for i in range(layers):
+        h = ax.sym.Activation(ax.sym.BatchNorm(x, name=f"bn{i}"), act_type="relu", name=f"relu{i}")
+        h = ax.sym.Convolution(h, kernel=(3, 3), pad=(1, 1), num_filter=growth, no_bias=True, name=f"conv{i + 1}")
+        x = ax.sym.Concat(x, h, dim=1, name=f"concat{i}")
+    return ax.sym.SoftmaxOutput(ax.sym.FullyConnected(x, num_hidden=10, name="fc"), name="softmax")
+
+
+def test_dense_block_concatenations_stay_channels_last():
+    """Concat along C of channels-last maps joins along their last axis, forward and backward,
+    and its gradient keeps the maps' layout even from an NCHW head gradient (the classifier's):
+    no map-sized transpose is added per layer, only the weights' (densenet121 transposed every
+    map at every concatenation: 834 transposes)."""
+    def map_transposes(layers: int) -> dict[str, int]:
+        sym = dense_block(layers)
+        typing = bind_typing(sym, {"data": (2, 3, 16, 16)}, {})
+        reqs = {n: ("null" if n in ("data", "softmax_label") else "write") for n in sym.list_arguments()}
+        text, _ = pipeline.entry_points(sym, typing, TRAIN_STEPS, reqs, "auto", channels_last=True)
+        return {fn: len(re.findall(r'"stablehlo.transpose".*: \(tensor<2x(?:\d+x16x16|16x16x\d+)x', body))
+                for fn, body in zip(TRAIN_STEPS, text.split("func.func @")[1:])}
+    assert map_transposes(2) == map_transposes(6)

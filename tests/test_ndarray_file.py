@@ -185,7 +185,7 @@ def reference_output() -> np.ndarray:
     assert not np.array_equal(ex.forward(data=TINY["data"])[0].asnumpy(), out)
     ex.copy_params_from(args, aux)
     np.testing.assert_array_equal(ex.forward(data=TINY["data"])[0].asnumpy(), out)
-    with pytest.raises(ax.AotexecError, match="shape mismatch: 'fc0_bias' has shape \\(3,\\)"):
+    with pytest.raises(ax.AotexecError, match="shape mismatch.*fc0_bias of shape \\(3,\\)"):
         ex.copy_params_from({"fc0_bias": ax.nd.zeros((3,))})
     return out
 

@@ -7,8 +7,8 @@ with independent inputs, so one compile checks several ops) and ``<case>.npz`` w
 
     python tools/make_ops_reference.py [--out tests/data/ops_ext]
 
-runs itself in the MXNet virtualenv of the benchmark harness (benchmarks/venvs.py) when ``mxnet``
-is not importable (MXNet's native kernels: MXNET_MKLDNN_ENABLED=0).  MXNet is only needed
+runs itself in the MXNet virtualenv of the benchmark harness (``benchmarks/venvs.py``,
+``native_mxnet``: MXNet's native kernels) when ``mxnet`` is not importable.  MXNet is only needed
 here, never by aotexec or its tests.  Inputs are small and kept away from ties (sorting) and
 kinks (smooth_l1, the sampler's pixel boundaries), where references would be ambiguous.
 """
@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -191,14 +189,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "ops_ext")
     a = ap.parse_args()
-    os.environ.setdefault("MXNET_MKLDNN_ENABLED", "0")
-    try:
-        import mxnet as mx
-    except ImportError:   # run in the benchmark harness's MXNet venv
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        import venvs
-        py = venvs.ensure("mxnet")
-        return subprocess.call([str(py), __file__, *sys.argv[1:]])
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import venvs
+    mx, code = venvs.native_mxnet(__file__, sys.argv[1:])
+    if mx is None:
+        return code
     import numpy as np
     assert mx.__version__ == "1.9.1", mx.__version__
     a.out.mkdir(parents=True, exist_ok=True)

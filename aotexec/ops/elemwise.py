@@ -505,7 +505,9 @@ class InitParam:
 
 
 def _init_shape(p, ins, outs):
-    return ins, [tuple(p.shape)]
+    # a 0 dim is unknown, as in a variable's shape (MXNet's legacy InitShape): Gluon's
+    # begin_state(0) leaves the batch to the consumer
+    return ins, [tuple(-1 if d == 0 else d for d in p.shape)]
 
 
 def _fill(value: float):

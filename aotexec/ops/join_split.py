@@ -3,11 +3,14 @@ slice_like (MXNet 1.9.1 src/operator/tensor/matrix_op*, slice_channel.cc, concat
 rule, lowering and gradient per op."""
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from dataclasses import dataclass
 from typing import Optional
 
+from .nhwc import TO_NHWC, ChannelsLast, LayoutQuery
 from .params import Shape
-from .registry import define, differentiable, lowers
+from .registry import define, differentiable, lays_out, lowers
 from .rules import dtype_of_first, forward, known, merge, norm_axis, same_dtype
 
 SliceSpec = tuple[Optional[int], ...]
@@ -53,12 +56,35 @@ def _concat_lower(ctx, p: ConcatParam, *xs):
 
 @differentiable(Concat, ("ograd0",))
 def _concat_grad(ctx, p: ConcatParam, g):
+    # the gradients' shapes as stored (channels-last lowerings: physical) bound the slices
     ax = norm_axis(p.dim, g.ndim)
-    out, lo = [], 0
-    for s in ctx.fwd_in_shapes:
-        out.append(_slice_axis(ctx.b, g, ax, lo, lo + s[ax]))
-        lo += s[ax]
-    return out
+    ends = list(itertools.accumulate(s[ax] for s in ctx.out_shapes))
+    return [_slice_axis(ctx.b, g, ax, hi - s[ax], hi) for s, hi in zip(ctx.out_shapes, ends)]
+
+
+# --- Concat channels-last (passes.layout): joining NHWC maps along C is a join along axis 3,
+# so DenseNet's feature concatenations keep the layout instead of transposing every map
+def _channel_concat(q: LayoutQuery, four_d: bool) -> ChannelsLast | None:
+    if four_d and norm_axis(q.params.dim, 4) == 1:
+        return ChannelsLast("axis3", (True,) * q.num_outputs, params=dataclasses.replace(q.params, dim=3))
+    return None
+
+
+@lays_out(Concat)
+def _concat_layout(q: LayoutQuery) -> ChannelsLast | None:
+    return _channel_concat(q, all(q.nhwc) and all(q.four_d(k) for k in range(len(q.shapes))))
+
+
+@lays_out(Concat.backward)
+def _concat_grad_layout(q: LayoutQuery) -> ChannelsLast | None:
+    """Gradients stored as the joined maps were, whatever the head gradient's layout (one
+    transpose of an NCHW one, e.g. from a classifier, keeps every layer below channels-last)."""
+    rule = _channel_concat(q, q.four_d(0) and all(q.fwd_in_nhwc or [False]))
+    return rule and dataclasses.replace(rule, lower=_concat_grad_nhwc_lower)
+
+
+def _concat_grad_nhwc_lower(ctx, p: ConcatParam, g):
+    return _concat_grad(ctx, p, g if ctx.in_nhwc[0] else ctx.b.transpose(g, TO_NHWC))
 
 
 @dataclass(frozen=True)

@@ -98,9 +98,18 @@ def _reverse_spec(spec: tuple[int, ...]) -> tuple[int, ...]:
 def _reshape_shape(p: ReshapeParam, ins, outs):
     data = ins[0]
     if not known(data):
-        return ins, outs
+        return [_reverse_infer(data, outs[0])], outs
     spec = tuple(p.shape) if p.shape else tuple(p.target_shape)
     return ins, [reshape_target(tuple(data), spec, p.reverse)]
+
+
+def _reverse_infer(data, out):
+    """One unknown input dim from a known output (MXNet's ReverseReshapeInferShape: Gluon's
+    i2h weight before its input size is known, reshaped to the flat RNN parameters)."""
+    if data is None or not known(out) or sum(d < 0 for d in data) != 1:
+        return data
+    rest = prod(d for d in data if d >= 0)
+    return tuple(prod(out) // rest if d < 0 else d for d in data) if rest and prod(out) % rest == 0 else data
 
 
 Reshape = _reshaping(define("Reshape", "reshape", params=ReshapeParam, infer_shape=_reshape_shape,

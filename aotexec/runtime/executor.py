@@ -459,10 +459,3 @@ class Executor:
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} on {self._ctx}>"
 
-
-def _copy_param(name: str, src: Any, dst: NDArray) -> None:
-    shape = tuple(np.shape(src)) if not isinstance(src, NDArray) else src.shape
-    if shape != dst.shape:
-        raise AotexecError(f"copy_params_from: operands shape mismatch: '{name}' has shape {shape}, "
-                           f"the executor's is {dst.shape}")
-    dst[:] = src
