@@ -92,6 +92,7 @@ def _sized_graph():
 def test_vulkan_matches_cpu_at_larger_sizes():
     sym, shapes = _sized_graph()
     rng = np.random.default_rng(5)
+    _, _distinct = _draws(5)
     args = {k: rng.uniform(-1, 1, s).astype(np.float32) for k, s in shapes.items()}
     args["y"] = _distinct(512, 16).astype(np.float32)
     args["x"] = _distinct(4, 8, 16, 16).astype(np.float32) / 100
@@ -116,20 +117,19 @@ def check(outs, location, grad_nodes=None, **kw):
     check_numeric_gradient(S.Group(outs), location, grad_nodes=grad_nodes, **kw)
 
 
-RNG = np.random.default_rng(18)
+def _draws(seed: int):
+    """Each test's own inputs: uniform in [-1, 1], and values no two within 0.3 of each other
+    (a perturbation never reorders them)."""
+    rng = np.random.default_rng(seed)
 
-
-def _u(*shape):
-    return RNG.uniform(-1, 1, shape)
-
-
-def _distinct(*shape):
-    """No two values within 0.3 of each other: a perturbation never reorders them."""
-    n = int(np.prod(shape))
-    return RNG.permutation(n).reshape(shape) * 0.3 - n * 0.15
+    def distinct(*shape):
+        n = int(np.prod(shape))
+        return rng.permutation(n).reshape(shape) * 0.3 - n * 0.15
+    return (lambda *shape: rng.uniform(-1, 1, shape)), distinct
 
 
 def test_norm_gradients():
+    _u, _ = _draws(1)
     outs = [S.LayerNorm(V("ln"), axis=1, name="ln"), S.GroupNorm(V("gn"), num_groups=2, name="gn"),
             S.InstanceNorm(V("inn"), name="inn"), S.L2Normalization(V("l2"), mode="channel", name="l2"),
             S.L2Normalization(V("l2s"), mode="spatial", name="l2s")]
@@ -142,6 +142,7 @@ def test_norm_gradients():
 def test_shape_and_index_gradients():
     """Pad (each mode), Crop, slice_like, depth_to_space, space_to_depth, gather_nd, scatter_nd,
     topk values, sort: gradients that route (sums of) head gradients."""
+    _u, _distinct = _draws(2)
     outs = [S.Pad(V("pc"), mode="constant", constant_value=2.0, pad_width=(0, 0, 0, 0, 1, 0, 0, 2)),
             S.Pad(V("pe"), mode="edge", pad_width=(0, 0, 0, 0, 2, 1, 1, 2)),
             S.Pad(V("pr"), mode="reflect", pad_width=(0, 0, 0, 0, 1, 2, 2, 1)),
@@ -158,14 +159,16 @@ def test_shape_and_index_gradients():
     check(outs, loc, grad_nodes=[k for k in loc if k not in ("gi", "si", "clike", "slike")])
 
 
-def _off_pixels(n: int, shape):
+def _off_pixels(rng, n: int, shape):
     """Grid coordinates in [-1.3, 1.3] whose pixel positions (size n) are 0.2+ from integers."""
-    pix = RNG.integers(-1, n, shape) + RNG.uniform(0.2, 0.8, shape)
+    pix = rng.integers(-1, n, shape) + rng.uniform(0.2, 0.8, shape)
     return pix / ((n - 1) / 2.0) - 1.0
 
 
 def test_loss_and_sampler_gradients():
-    grid = np.concatenate([_off_pixels(4, (2, 1, 2, 3)), _off_pixels(3, (2, 1, 2, 3))], 1)
+    _u, _ = _draws(3)
+    rng = np.random.default_rng(3)
+    grid = np.concatenate([_off_pixels(rng, 4, (2, 1, 2, 3)), _off_pixels(rng, 3, (2, 1, 2, 3))], 1)
     sl1 = np.array([[-1.6, -0.4, 0.3], [0.7, 1.3, -0.05]])         # |x| away from 1 (sigma 1)
     outs = [S.softmax_cross_entropy(V("sce"), V("label")), S.smooth_l1(V("sl1"), scalar=1.0),
             S.BilinearSampler(V("img"), V("grid")),
@@ -177,6 +180,7 @@ def test_loss_and_sampler_gradients():
 
 
 def test_contrib_gradients():
+    _u, _ = _draws(4)
     C = S.contrib
     outs = [C.BilinearResize2D(V("ra"), height=3, width=5), C.BilinearResize2D(V("rb"), V("rl"), mode="like",
                                                                               align_corners=False),
