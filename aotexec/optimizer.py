@@ -8,8 +8,9 @@ ported from MXNet gives its numbers. Weights and gradients are numpy arrays upda
 """
 from __future__ import annotations
 
+import io
 import math
-import pickle
+import zipfile
 from typing import Any, Callable
 
 import numpy as np
@@ -155,14 +156,36 @@ class Updater:
         self.optimizer.update(index, weight, grad, self.states[index])
 
     def get_states(self, dump_optimizer: bool = False) -> bytes:
-        return pickle.dumps((self.states, self.optimizer) if dump_optimizer else self.states)
+        """The per-key states and update counts as .npz bytes (no pickle, unlike MXNet: a states
+        file is data, never code); the hyper-parameters stay with the optimizer object."""
+        arrays: dict[str, np.ndarray] = {}
+        for k, state in self.states.items():
+            tag = f"{'i' if isinstance(k, int) else 's'}/{k}"
+            parts = state if isinstance(state, tuple) else () if state is None else (state,)
+            arrays[f"n/{tag}"] = np.array(len(parts) if isinstance(state, tuple) else -len(parts))
+            arrays.update({f"{j}/{tag}": p for j, p in enumerate(parts)})
+            arrays[f"c/{tag}"] = np.array(self.optimizer._index_update_count.get(k, 0))
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        return buf.getvalue()
 
     def set_states(self, states: bytes) -> None:
-        loaded = pickle.loads(states)
-        if isinstance(loaded, tuple) and len(loaded) == 2 and isinstance(loaded[1], Optimizer):
-            self.states, self.optimizer = loaded
-        else:
-            self.states = loaded
+        try:
+            with np.load(io.BytesIO(states), allow_pickle=False) as f:
+                data = {name: f[name] for name in f.files}
+            loaded, counts = {}, {}
+            for name in data:
+                if name.startswith("n/"):
+                    t, key = name[2:].split("/", 1)
+                    k = int(key) if t == "i" else key
+                    n = int(data[name])
+                    parts = tuple(data[f"{j}/{t}/{key}"] for j in range(abs(n)))
+                    loaded[k] = parts if n > 0 else parts[0] if parts else None
+                    counts[k] = int(data[f"c/{t}/{key}"])
+        except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as e:
+            raise AotexecError(f"optimizer states are not an aotexec states file: {e}") from None
+        self.states = loaded
+        self.optimizer._index_update_count.update(counts)
 
 
 def get_updater(optimizer: Optimizer) -> Updater:
