@@ -111,8 +111,8 @@ def _compile_side(mod: str) -> bool:
     return any(mod == c or mod.startswith(c + ".") for c in COMPILE_SIDE)
 
 
-# training from an artifact on a runtime-only install needs these too (kvstore, MPI, optimizers)
-RUNTIME_SIDE = ("aotexec.runtime", "aotexec.distributed", "aotexec.kvstore", "aotexec.optimizer")
+# training and batch inference from an artifact on a runtime-only install need these too
+RUNTIME_SIDE = ("aotexec.runtime", "aotexec.distributed", "aotexec.kvstore", "aotexec.optimizer", "aotexec.ray")
 
 
 def test_runtime_imports_no_compile_side_module():
