@@ -23,7 +23,7 @@ import aotexec as ax  # noqa: E402
 from train import init_params, lenet, synthetic  # noqa: E402
 
 SHAPE = (1, 28, 28)
-TINY = dict(filters=(4, 8), hidden=32)    # the CI test's LeNet: same layers, compiles in seconds
+TINY = dict(filters=(4, 8), hidden=32)    # the CI test's LeNet: the same layers, 1 % of the weights
 
 
 def grad_req(sym: ax.sym.Symbol) -> dict[str, str]:
@@ -47,6 +47,7 @@ def bind(artifact: str | None, shard: int, tiny: bool) -> ax.Executor:
 
 def train(steps: int = 10, batch: int = 8, optimizer: str = "sgd", artifact: str | None = None,
           tiny: bool = False, log=print) -> tuple[dict[str, np.ndarray], float]:
+    """Trains on this rank's shards; returns the weights and the seconds per step (after the first)."""
     kv = ax.kvstore.create("dist_sync")
     rank, size = kv.rank, kv.num_workers
     if batch % size:
@@ -64,6 +65,8 @@ def train(steps: int = 10, batch: int = 8, optimizer: str = "sgd", artifact: str
     x, y = synthetic(batch * steps, SHAPE)
     start = time.perf_counter()
     for step in range(steps):
+        if step == 1:    # time from the second step: the first loads (or compiles) the training programs
+            start = time.perf_counter()
         lo = step * batch + rank * shard
         xb, yb = x[lo:lo + shard], y[lo:lo + shard]
         probs = ex.forward(is_train=True, data=xb, softmax_label=yb)[0].asnumpy()
@@ -72,8 +75,8 @@ def train(steps: int = 10, batch: int = 8, optimizer: str = "sgd", artifact: str
         kv.pull(names, out=[ex.arg_dict[n] for n in names])
         if rank == 0 and log:
             log(f"step {step}: rank 0 shard loss {-np.log(probs[np.arange(shard), yb.astype(int)] + 1e-12).mean():.4f}")
-    elapsed = time.perf_counter() - start
-    return {n: ex.arg_dict[n].asnumpy() for n in names}, elapsed
+    per_step = (time.perf_counter() - start) / max(steps - 1, 1)
+    return {n: ex.arg_dict[n].asnumpy() for n in names}, per_step
 
 
 if __name__ == "__main__":
@@ -92,6 +95,6 @@ if __name__ == "__main__":
     weights, seconds = train(a.steps, a.batch, a.optimizer, a.artifact, a.tiny)
     if ax.distributed.rank() == 0:
         print(f"{a.steps} steps of batch {a.batch} on {ax.distributed.num_workers()} rank(s): "
-              f"{1000 * seconds / a.steps:.1f} ms/step")
+              f"{1000 * seconds:.1f} ms/step")
         if a.save:
             np.savez(a.save, **weights)
