@@ -55,6 +55,17 @@ def kvstore(out: str, simulate: int = 0) -> None:
         for step in range(4):
             kv.pushpull("5" if name == "sgd" else "7", push_value(10 + step), out=w)
         res[f"opt_{name}"] = w.asnumpy()
+    # aotexec.distributed directly: an executor's gradients averaged in place (no kvstore)
+    grads = {"a": [value(w, 20) for w in mine], "c": [value(w, 21, (5,)) for w in mine]}
+    if simulate:
+        res.update({f"grad_{n}": np.sum(v, axis=0, dtype=np.float32) / workers for n, v in grads.items()})
+    else:
+        class Executor:       # allreduce_grads reads only grad_dict
+            grad_dict = {"a": mx.nd.array(grads["a"][0]), "b": None, "c": mx.nd.array(grads["c"][0])}
+        seen: list[str] = []
+        mx.distributed.allreduce_grads(Executor, average=True, on_ready=seen.extend)
+        assert seen == ["c", "a"], seen       # backward's order: the last argument first
+        res.update({f"grad_{n}": Executor.grad_dict[n].asnumpy() for n in grads})
     kv.barrier()
     res["rank"] = np.array(kv.rank)
     np.savez(out if simulate else out.replace(".npz", f".{kv.rank}.npz"), **res)
