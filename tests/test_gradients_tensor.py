@@ -153,7 +153,8 @@ def test_reduce_ops():
         loc[f"n{i}"] = rng.uniform(0.2, 1, (2, 3, 2)) * rng.choice([-1, 1], (2, 3, 2))
         outs.append(S.norm(V(f"n{i}"), **kw))
     loc["arg"] = rng.uniform(-1, 1, (3, 4))
-    outs += [S.argmax(V("arg"), axis=1), S.argmin(V("arg")), S.argmax(V("arg"), axis=0, keepdims=True)]
+    arg = V("arg")   # one variable: two of one name are refused at bind
+    outs += [S.argmax(arg, axis=1), S.argmin(arg), S.argmax(arg, axis=0, keepdims=True)]
     check(outs, loc)
 
 
@@ -200,6 +201,7 @@ def test_index_ops():
                                                      p2=(2, 3), p3=(2, 3), bt=(3, 2)).items()}
     loc.update(i0=[[3, 0], [3, 1]], i1=[1, 1, 5, -2], i2=[5, -1, 2], ip0=[3, 0, 3], ip1=[1, 2, 0, 1],
                ip2=[4], ip3=[[0], [2]], ib=[1, 0, 1], oh=[1.3, 0.2])
+    oh = V("oh")     # one variable: two of one name are refused at bind
     outs = [
         S.take(V("t0"), V("i0")),                              # repeated ids accumulate
         S.take(V("t1"), V("i1"), axis=1),                      # clip: 5 -> 3, -2 -> 0
@@ -207,7 +209,7 @@ def test_index_ops():
         S.pick(V("p0"), V("ip0")), S.pick(V("p1"), V("ip1"), axis=0, keepdims=True),
         S.pick(V("p2"), V("ip2"), axis=None), S.pick(V("p3"), V("ip3"), axis=1, keepdims=True),
         S.batch_take(V("bt"), V("ib")),
-        S.broadcast_add(S.one_hot(V("oh"), depth=3), S.expand_dims(V("oh"), axis=1)),   # no gradient through one_hot's ids
+        S.broadcast_add(S.one_hot(oh, depth=3), S.expand_dims(oh, axis=1)),   # no gradient through one_hot's ids
     ]
     check(outs, loc, grad_nodes=["t0", "t1", "t2", "p0", "p1", "p2", "p3", "bt", "oh"])
 
