@@ -87,8 +87,8 @@ def test_training_step_matches_mxnet(net):
         _assert_close(grad, expected[key], f"{net} gradient of {name}", floor, float(expected[f"mxnet32:{name}"]))
     aux = [k for k in expected if k.startswith("aux:")]
     # a moving mean whose true value is zero (the mean of a normalized map) is rounding noise of
-    # the map's own scale: measured against 1e-5 x the largest moving statistic
-    floor = 1e-5 * max((float(np.abs(expected[k]).max()) for k in aux), default=0.0)
+    # the map's own scale (~1e-9 here): measured against 1e-4 x the largest moving statistic
+    floor = 1e-4 * max((float(np.abs(expected[k]).max()) for k in aux), default=0.0)
     for key in aux:
         name = key[4:]
         _assert_close(ex.aux_dict[name].asnumpy(), expected[key], f"{net} {name} after the training step", floor)
