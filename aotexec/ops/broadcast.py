@@ -9,7 +9,7 @@ from typing import Optional
 from ..emitter import unbroadcast
 from .params import Shape
 from .registry import OpDef, define, differentiable, lowers
-from .rules import dtype_of_first, flat_or_axis, forward, norm_axis, prod, rhs_shape, same_dtype
+from .rules import dtype_of_first, flat_or_axis, forward, known, norm_axis, prod, ranked, rhs_shape, same_dtype
 
 
 def _broadcast_lower(ctx, p, x, *like):
@@ -116,13 +116,16 @@ class RepeatParam:
     axis: Optional[int] = None
 
 
-@forward
+@ranked
 def _repeat_shape(p: RepeatParam, data):
+    """MXNet's RepeatOpShape (unknown dims stay unknown)."""
+    if p.repeats == 0:
+        return (0,)
     if p.axis is None:
-        return (prod(data) * p.repeats,)
+        return (prod(data) * p.repeats if known(data) else -1,)
     ax = norm_axis(p.axis, len(data))
     out = list(data)
-    out[ax] *= p.repeats
+    out[ax] = out[ax] * p.repeats if out[ax] >= 0 else -1
     return tuple(out)
 
 

@@ -18,8 +18,9 @@ import numpy as np
 
 from ..base import AotexecError
 from ..emitter import unbroadcast
+from ..util import is_np_shape
 from .registry import define, differentiable, lowers
-from .rules import fixed_dtype, merge, same_dtype, same_shape
+from .rules import fixed_dtype, known, merge, same_dtype, same_shape, shape_str
 
 
 # ---------------------------------------------------------------- math helpers
@@ -186,17 +187,21 @@ def binary(name: str, fn: Binary, aliases: tuple[str, ...] = (), *, backward: di
 
 
 def _broadcast_shape(p, ins, outs):
+    """MXNet's BinaryBroadcastShape: numpy rules per dim; a dim unknown on either side is
+    unknown in the output."""
     a, b = ins
-    if a is None or b is None or any(d < 0 for d in a + b):
+    if a is None or b is None:
         return ins, outs
+    if a == b:
+        return ins, [a]
     nd = max(len(a), len(b))
     a2, b2 = (1,) * (nd - len(a)) + tuple(a), (1,) * (nd - len(b)) + tuple(b)
     out = []
     for x, y in zip(a2, b2):
-        if x != y and 1 not in (x, y):
-            raise ValueError(f"operands could not be broadcast together with shapes {a} {b}")
-        out.append(max(x, y) if 1 in (x, y) else x)
-    return ins, [merge(outs[0], tuple(out))]
+        if x >= 0 and y >= 0 and x != y and 1 not in (x, y):
+            raise ValueError(f"operands could not be broadcast together with shapes {shape_str(a)} {shape_str(b)}")
+        out.append(-1 if x < 0 or y < 0 else (y if x == 1 else x))
+    return ins, [tuple(out)]
 
 
 def broadcast(name: str, fn: Binary, aliases: tuple[str, ...] = (), **attrs: Any) -> Row:
@@ -441,11 +446,19 @@ def _add_n_grad(ctx, p, g):
 
 
 def _where_shape(p, ins, outs):
+    """MXNet's WhereOpShape: nothing until the condition's shape is complete; then x, y and the
+    output agree (silently undecided if they contradict), and a same-rank condition with them."""
     cond, x, y = ins
-    s = merge(merge(merge(x, y), outs[0]), None)
-    if cond is not None and s is not None and len(cond) == len(s):
-        s = merge(s, cond)
-        cond = s
+    if not known(cond):
+        return ins, outs
+    try:
+        s = merge(merge(x, y), outs[0])
+    except ValueError:
+        return ins, outs
+    if s is not None and len(cond) == len(s):
+        s = cond = merge(s, cond)
+    elif s is not None and len(cond) == 1 and s[0] >= 0 and cond[0] != s[0]:
+        raise ValueError(f"where: a 1-D condition of size {cond[0]} needs x and y of {cond[0]} rows, got {shape_str(s)}")
     return [cond, s, s], [s]
 
 
@@ -505,7 +518,14 @@ class InitParam:
 
 
 def _init_shape(p, ins, outs):
-    return ins, [tuple(p.shape)]
+    """MXNet's InitShape: outside numpy-shape mode 0 dims, and an empty shape, are unknown,
+    to be inferred from the op's partners (``x + ones(shape=(0, 0))``)."""
+    shape = tuple(p.shape)
+    if is_np_shape():
+        shape = tuple(-1 if d < 0 else d for d in shape)
+    else:
+        shape = tuple(-1 if d <= 0 else d for d in shape) if shape else None
+    return ins, [shape]
 
 
 def _fill(value: float):

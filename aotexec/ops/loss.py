@@ -13,7 +13,7 @@ from typing import Literal, Optional
 
 from ..base import AotexecError
 from .registry import OpDef, define, differentiable, lowers
-from .rules import dtype_of_first, known, merge, prod, same_dtype, same_shape
+from .rules import dtype_of_first, known, merge, prod, same_dtype, same_shape, shape_str
 
 
 # --- softmax family ---
@@ -157,16 +157,23 @@ class SoftmaxOutputParam:
 
 
 def _softmax_output_shape(p: SoftmaxOutputParam, ins, outs):
-    data = merge(ins[0], outs[0])
-    label = ins[1]
-    if known(data):
+    """MXNet's SoftmaxOutputShape: a label of the data's shape holds probabilities; otherwise
+    class ids shaped like the data without its class axis (multi_output: (N, rest), (N, d2..)
+    or (N, 1, d2..))."""
+    data, label = ins
+    if data is None:
+        return ins, outs
+    if label != data:
         if p.multi_output:
-            want = (data[0], prod(data[2:]))
-            if label is not None and len(label) == len(data) - 1:
-                want = (data[0],) + tuple(data[2:])
+            flat = (data[0], prod(data[2:]) if known(data[2:]) else -1)
+            forms = (flat, (data[0],) + tuple(data[2:]), (data[0], 1) + tuple(data[2:]))
+            if label is None:
+                label = flat
+            elif label not in forms:
+                raise ValueError(f"Expecting {shape_str(forms[0])} or {shape_str(forms[1])}. "
+                                 f"But got {shape_str(label)}")
         else:
-            want = tuple(data[:-1])
-        label = merge(label, want)
+            label = merge(label, tuple(data[:-1]))
     return [data, label], [data]
 
 
@@ -192,6 +199,9 @@ def _softmax_output_grad(ctx, p: SoftmaxOutputParam, y, label, og=None):
     """(softmax - onehot(label)) * grad_scale / normalizer, as softmax_output-inl.h: the head
     gradient is ignored unless out_grad; smooth_alpha spreads alpha over the other classes."""
     b = ctx.b
+    if tuple(label.shape) == tuple(y.shape):       # probabilities as the label
+        grad = b.mul(b.sub(y, label), p.grad_scale) if p.grad_scale != 1.0 else b.sub(y, label)
+        return [grad if og is None else b.mul(grad, og), None]
     axis = 1 if p.multi_output else y.ndim - 1
     if not p.multi_output and not p.preserve_shape and y.ndim > 2:
         axis = 1  # flattened to (N, prod(rest)) in forward; label is (N,)

@@ -9,7 +9,7 @@ from typing import Optional
 
 from .nhwc import ChannelsLast, LayoutQuery, first_nhwc
 from .registry import define, differentiable, lays_out, lowers, rematerializes
-from .rules import known, merge, prod, same_dtype, same_shape
+from .rules import prod, same_dtype, same_shape
 
 
 # --- BatchNorm (src/operator/nn/batch_norm.cc, BatchNormShape) ---
@@ -27,14 +27,15 @@ class BatchNormParam:
 
 
 def _bn_shape(p: BatchNormParam, ins, outs):
-    data = merge(ins[0], outs[0])
-    ins = list(ins)
-    if data is not None and known(data):
-        axis = p.axis + len(data) if p.axis < 0 else p.axis
-        c = (data[axis],)
-        ins[1:5] = [c, c, c, c]
-        return [data] + ins[1:], [data, c, c]
-    return [data] + ins[1:], [data] + list(outs[1:])
+    """MXNet's BatchNormShape: everything follows the data's (partial) shape, nothing flows back."""
+    data = ins[0]
+    if data is None:
+        return ins, outs
+    axis = p.axis + len(data) if p.axis < 0 else p.axis
+    if not 0 <= axis < len(data):
+        raise ValueError(f"Channel axis out of range: {p.axis}")
+    c = (data[axis],)
+    return [data, c, c, c, c], [data, c, c]
 
 
 BatchNorm = define(

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 from .params import Shape
 from .registry import define, differentiable, lowers
-from .rules import flat_or_axis, forward, norm_axis, prod, same_dtype
+from .rules import flat_or_axis, norm_axis, prod, ranked, same_dtype
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def reduced_shape(data: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) 
     return out or (1,)
 
 
-@forward
+@ranked
 def _reduce_shape(p: ReduceParam, data):
     return reduced_shape(tuple(data), p.axes(len(data)), p.keepdims)
 
@@ -134,7 +134,7 @@ class NormParam:
             raise ValueError(f"norm only supports ord=1 and ord=2, got {self.ord}")
 
 
-@forward
+@ranked
 def _norm_shape(p: NormParam, data):
     return reduced_shape(tuple(data), p.axes(len(data)), p.keepdims)
 
@@ -167,7 +167,7 @@ class ArgReduceParam:
     keepdims: bool = False
 
 
-@forward
+@ranked
 def _arg_shape(p: ArgReduceParam, data):
     axes = tuple(range(len(data))) if p.axis is None else (norm_axis(p.axis, len(data)),)
     return reduced_shape(tuple(data), axes, p.keepdims)

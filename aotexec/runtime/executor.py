@@ -55,7 +55,8 @@ class Executor:
     other thread a set of its own on first use), so a result is always the caller's own.
     Inputs passed as ``forward`` keyword arguments are copied under the lock; arrays written
     directly (``arg_dict[n][:] = ...``) and gradients are shared by all threads.  ``backward``
-    must follow a ``forward(is_train=True)`` of the same thread (else an AotexecError).
+    uses the activations of this thread's ``forward(is_train=True)`` (recomputing them when the
+    last forward was an inference one); after another thread's training forward it raises.
     """
 
     def __init__(self, symbol, ctx: Context, typing: Typing, args: dict[str, NDArray],
@@ -89,6 +90,7 @@ class Executor:
         self._arena_bytes = 0
         self._arena_fits: set[tuple[int, str]] = set()   # (program, function) the arena already fits
         self._rng_buf: NDArray | None = None
+        self._scratch_outputs: list[NDArray] | None = None   # forward_train outputs nobody reads
         self._residual_bufs: dict = {}
         # resident programs: id(program) -> (its context with our parameters, their write stamps, bytes)
         self._resident: dict[int, tuple] = {}
@@ -211,12 +213,24 @@ class Executor:
 
     def _check_backward_ready(self) -> None:
         if self._saved is None:
-            raise AotexecError("backward() needs the activations of a preceding forward(is_train=True); "
-                               "call forward(is_train=True) first")
+            self._recompute_residuals()
         if self._saved[0] != threading.get_ident():
             raise AotexecError("backward() needs this thread's forward(is_train=True), but another thread ran "
                                "forward(is_train=True) on this executor since; train with one executor per "
                                "thread (simple_bind(..., shared_exec=...) shares the weights)")
+
+    def _recompute_residuals(self) -> None:
+        """MXNet allows backward() after forward() / forward(is_train=False) (or with no forward
+        at all): the gradient is taken at the current arguments.  The activations backward
+        reads come from a training forward whose outputs go to scratch arrays, so the outputs
+        the caller holds stay those of its forward."""
+        prog = self._program(("forward_train", "backward"))
+        if self._scratch_outputs is None:
+            self._scratch_outputs = [nd_zeros(shape, ctx=self._ctx, dtype=dtype) for shape, dtype in self._output_types]
+        res = self._residual_targets(prog, "forward_train")
+        self._call(prog, "forward_train", self._views() + self._rng(prog, "forward_train"),
+                   [o.handle for o in self._scratch_outputs] + res)
+        self._residuals = res
 
     def _head_grads(self, prog: Program, entry: str, out_grads) -> list:
         """Views of the head gradients the compiled backward reads."""

@@ -66,7 +66,9 @@ class Symbol:
         return Symbol([Entry(n, i) for n in self._graph.nodes for i in range(n.num_visible_outputs)])
 
     def get_children(self) -> "Symbol | None":
-        entries = [e for out in self._outputs for e in out.node.inputs]
+        """The inputs of the head nodes (each node once: nnvm's Symbol::GetChildren)."""
+        nodes = list({id(e.node): e.node for e in self._outputs}.values())
+        entries = [e for n in nodes for e in n.inputs]
         return Symbol(entries) if entries else None
 
     def __len__(self) -> int:
