@@ -154,8 +154,7 @@ def _leaky_relu_lower(ctx, p: LeakyReLUParam, x, gamma=None):
             return [b.select(b.compare(x, 0.0, "GT"), x, b.mul(x, slope)), slope]
         neg = b.mul(x, (p.lower_bound + p.upper_bound) / 2)
     elif t == "prelu":
-        g = b.reshape(gamma, ()) if gamma.shape == (1,) else gamma
-        neg = b.mul(x, b.broadcast_in_dim(g, x.shape, [] if g.ndim == 0 else [1]))
+        neg = b.mul(x, _prelu_gamma(b, gamma, x.shape))
     elif t == "elu":
         neg = b.mul(expm1(x), p.slope)
     elif t == "selu":
@@ -168,8 +167,26 @@ def _leaky_relu_lower(ctx, p: LeakyReLUParam, x, gamma=None):
     return [y, None] if t == "rrelu" else y
 
 
+def _prelu_dims(gshape: tuple[int, ...], xshape: tuple[int, ...]) -> list[int]:
+    """The data dims gamma's dims align with: MXNet's expand_shape (leaky_relu-inl.h) matches
+    gamma's trailing dims against data dims 1 and 0 only (equal, or gamma's dim 1)."""
+    dims, s = [], len(gshape) - 1
+    for i in range(len(xshape) - 1, -1, -1):
+        if s >= 0 and i <= 1 and (xshape[i] == gshape[s] or gshape[s] == 1):
+            dims.insert(0, i)
+            s -= 1
+    if s != -1:
+        raise AotexecError(f"Cannot broadcast gamma to data. gamma: {list(gshape)}, data: {list(xshape)}")
+    return dims
+
+
+def _prelu_gamma(b, gamma, xshape):
+    return b.broadcast_in_dim(gamma, xshape, _prelu_dims(tuple(gamma.shape), tuple(xshape)))
+
+
 @differentiable(LeakyReLU, lambda p: ["ograd0", "in0", "in1"] if p.act_type == "prelu" else
-                ["ograd0", "in0", "out1"] if p.act_type == "rrelu" else ["ograd0", "in0"])
+                ["ograd0", "in0", "out1"] if p.act_type == "rrelu" else
+                ["ograd0", "out0"] if p.act_type == "selu" else ["ograd0", "in0"])
 def _leaky_relu_grad(ctx, p: LeakyReLUParam, g, x, gamma=None):
     b = ctx.b
     t = p.act_type
@@ -185,16 +202,42 @@ def _leaky_relu_grad(ctx, p: LeakyReLUParam, g, x, gamma=None):
         return [b.select(pos, g, b.mul(g, p.slope))]
     if t == "elu":
         return [b.select(pos, g, b.mul(g, b.mul(b.exp(x), p.slope)))]
-    if t == "selu":
-        return [b.mul(b.select(pos, g, b.mul(g, b.mul(b.exp(x), _SELU_ALPHA))), _SELU_LAMBDA)]
+    if t == "selu":   # MXNet 1.9.1's selu_grad from the output y: lambda (y > 0 ? 1 : alpha + y)
+        return [b.mul(b.select(pos, g, b.mul(g, b.add(x, _SELU_ALPHA))), _SELU_LAMBDA)]
     if t == "prelu":
-        gs = b.reshape(gamma, ()) if gamma.shape == (1,) else gamma
-        gb = b.broadcast_in_dim(gs, x.shape, [] if gs.ndim == 0 else [1])
-        dx = b.select(pos, g, b.mul(g, gb))
+        dims = _prelu_dims(tuple(gamma.shape), tuple(x.shape))
+        dx = b.select(pos, g, b.mul(g, _prelu_gamma(b, gamma, x.shape)))
         gx = b.mul(g, b.select(pos, zero, x))
-        dgamma = b.reduce(gx, [i for i in range(x.ndim) if not (gs.ndim == 1 and i == 1)], "add")
+        summed = [i for i in range(x.ndim) if i not in dims or gamma.shape[dims.index(i)] != x.shape[i]]
+        dgamma = b.reduce(gx, summed, "add") if summed else gx
         return [dx, b.reshape(dgamma, gamma.shape)]
     raise AotexecError(f"LeakyReLU {t} has no gradient rule in aotexec (node '{ctx.node.name}')")
+
+
+# --- hard_sigmoid (src/operator/tensor/elemwise_unary_op_basic.cc): max(0, min(1, alpha x + beta)) ---
+@dataclass(frozen=True)
+class HardSigmoidParam:
+    alpha: float = 0.2
+    beta: float = 0.5
+
+
+hard_sigmoid = define("hard_sigmoid", params=HardSigmoidParam, infer_shape=same_shape, infer_type=same_dtype,
+                      inplace=True, layout_agnostic=True)
+
+
+@lowers(hard_sigmoid)
+def _hard_sigmoid_lower(ctx, p: HardSigmoidParam, x):
+    b = ctx.b
+    return b.clamp(0.0, b.add(b.mul(x, p.alpha), p.beta), 1.0)
+
+
+@differentiable(hard_sigmoid, ("ograd0", "in0"))
+def _hard_sigmoid_grad(ctx, p: HardSigmoidParam, g, x):
+    """alpha inside the linear part (0 < alpha x + beta < 1), 0 outside, as MXNet's backward."""
+    b = ctx.b
+    z = b.add(b.mul(x, p.alpha), p.beta)
+    inside = b.op("stablehlo.and", [b.compare(z, 0.0, "GT"), b.compare(z, 1.0, "LT")], x.shape, "bool")
+    return [b.select(inside, b.mul(g, p.alpha), b.full_like(g, 0.0))]
 
 
 # --- Dropout ---

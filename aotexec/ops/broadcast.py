@@ -9,7 +9,7 @@ from typing import Optional
 from ..emitter import unbroadcast
 from .params import Shape
 from .registry import OpDef, define, differentiable, lowers
-from .rules import dtype_of_first, flat_or_axis, forward, known, norm_axis, prod, ranked, rhs_shape, same_dtype
+from .rules import dtype_of_first, flat_or_axis, forward, known, norm_axis, prod, ranked, same_dtype, shape_str
 
 
 def _broadcast_lower(ctx, p, x, *like):
@@ -67,8 +67,39 @@ broadcast_axis = _broadcasting(define("broadcast_axis", "broadcast_axes", params
                                      infer_shape=_broadcast_axis_shape, infer_type=same_dtype))
 
 
-broadcast_like = _broadcasting(define("broadcast_like", inputs=["lhs", "rhs"], no_grad_inputs=("rhs",),
-                                     infer_shape=rhs_shape, infer_type=dtype_of_first))
+@dataclass(frozen=True)
+class BroadcastLikeParam:
+    lhs_axes: Optional[Shape] = None
+    rhs_axes: Optional[Shape] = None
+
+
+def _broadcast_like_shape(p: BroadcastLikeParam, ins, outs):
+    """MXNet's BroadcastLikeShape: lhs to rhs's shape, or only ``lhs_axes`` to rhs's ``rhs_axes``."""
+    lhs, rhs = ins
+    if lhs is None or rhs is None:
+        return ins, outs
+    if p.lhs_axes is None or p.rhs_axes is None:
+        if len(lhs) != len(rhs):
+            raise ValueError(f"Operand of shape {shape_str(lhs)} cannot be broadcasted to {shape_str(rhs)}")
+        for a, r in zip(lhs, rhs):
+            if r >= 0 and a not in (r, 1):
+                raise ValueError(f"Array cannot be broadcasted from {shape_str(lhs)} to {shape_str(rhs)}")
+        return ins, [tuple(a if r < 0 else r for a, r in zip(lhs, rhs))]
+    if len(p.lhs_axes) != len(p.rhs_axes) or not p.lhs_axes:
+        raise ValueError("Input_axis and other_axis size does not match" if p.lhs_axes else
+                         "Empty axes tuple is not allowed")
+    out = list(lhs)
+    for i, (la, ra) in enumerate(zip(p.lhs_axes, p.rhs_axes)):
+        la, ra = norm_axis(la, len(lhs), "lhs_axes"), norm_axis(ra, len(rhs), "rhs_axes")
+        if lhs[la] != 1:
+            raise ValueError(f"Input axis {p.lhs_axes[i]} at dimension {i} cannot be broadcasted to {rhs[ra]}")
+        out[la] = rhs[ra]
+    return ins, [tuple(out)]
+
+
+broadcast_like = _broadcasting(define("broadcast_like", params=BroadcastLikeParam, inputs=["lhs", "rhs"],
+                                     no_grad_inputs=("rhs",), infer_shape=_broadcast_like_shape,
+                                     infer_type=dtype_of_first))
 
 
 @dataclass(frozen=True)

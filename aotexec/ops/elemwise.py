@@ -116,6 +116,7 @@ LESSER = Binary(lambda b, x, y: _as(b, b.compare(x, y, "LT"), x))
 LESSER_EQUAL = Binary(lambda b, x, y: _as(b, b.compare(x, y, "LE"), x))
 LOGICAL_AND = Binary(lambda b, x, y: _as(b, _bool_op(b, "and", _nonzero(b, x), _nonzero(b, y)), x))
 LOGICAL_OR = Binary(lambda b, x, y: _as(b, _bool_op(b, "or", _nonzero(b, x), _nonzero(b, y)), x))
+LOGICAL_XOR = Binary(lambda b, x, y: _as(b, _bool_op(b, "xor", _nonzero(b, x), _nonzero(b, y)), x))
 
 
 # ---------------------------------------------------------------- rows
@@ -256,6 +257,8 @@ ELEMWISE: tuple[Row, ...] = (
     unary("sqrt", lambda b, x: b.sqrt(x), ("out0",), lambda b, g, y: b.div(b.mul(g, 0.5), y), inplace=True),
     unary("rsqrt", lambda b, x: b.rsqrt(x), ("in0",), lambda b, g, x: b.mul(g, b.div(-0.5, b.mul(b.sqrt(x), x)))),
     unary("cbrt", lambda b, x: b.unary("cbrt", x), ("out0",), lambda b, g, y: b.div(g, b.mul(_sq(b, y), 3.0))),
+    unary("rcbrt", lambda b, x: b.div(1.0, b.unary("cbrt", x)), ("in0",),
+          lambda b, g, x: b.div(g, b.mul(_sq(b, _sq(b, b.unary("cbrt", x))), -3.0))),
     unary("square", lambda b, x: b.mul(x, x), ("in0",), lambda b, g, x: b.mul(g, b.mul(x, 2.0)), inplace=True),
     unary("abs", lambda b, x: b.abs(x), ("in0",), lambda b, g, x: b.mul(g, b.unary("sign", x)), inplace=True),
     unary("sign", lambda b, x: b.unary("sign", x), zero_grad=True),
@@ -306,6 +309,7 @@ ELEMWISE: tuple[Row, ...] = (
     binary("_lesser_equal", LESSER_EQUAL, ("_Lesser_Equal",)),
     binary("_logical_and", LOGICAL_AND, ("_Logical_And",)),
     binary("_logical_or", LOGICAL_OR, ("_Logical_Or",)),
+    binary("_logical_xor", LOGICAL_XOR, ("_Logical_Xor",)),
     # --- broadcast
     broadcast("broadcast_add", ADD, ("broadcast_plus",)),
     broadcast("broadcast_sub", SUB, ("broadcast_minus",)),
@@ -324,6 +328,7 @@ ELEMWISE: tuple[Row, ...] = (
     broadcast("broadcast_lesser_equal", LESSER_EQUAL),
     broadcast("broadcast_logical_and", LOGICAL_AND),
     broadcast("broadcast_logical_or", LOGICAL_OR),
+    broadcast("broadcast_logical_xor", LOGICAL_XOR),
     # --- scalar: the gradient g * d/dx of fn(x, s) (of fn(s, x) when reverse)
     scalar("_plus_scalar", "_PlusScalar", ADD, (), lambda b, g, s: g, **_FLAT),
     scalar("_minus_scalar", "_MinusScalar", SUB, (), lambda b, g, s: g, **_FLAT),
@@ -351,6 +356,7 @@ ELEMWISE: tuple[Row, ...] = (
     scalar("_lesser_equal_scalar", "_LesserEqualScalar", LESSER_EQUAL, zero_grad=True),
     scalar("_logical_and_scalar", "_LogicalAndScalar", LOGICAL_AND, zero_grad=True),
     scalar("_logical_or_scalar", "_LogicalOrScalar", LOGICAL_OR, zero_grad=True),
+    scalar("_logical_xor_scalar", "_LogicalXorScalar", LOGICAL_XOR, zero_grad=True),
 )
 for _row in ELEMWISE:
     _row.register()

@@ -97,6 +97,20 @@ def _softmax_grad(ctx, p: SoftmaxParam, g, y):
     return _softmax_op_grad(ctx, p, g, y, log=False)
 
 
+# softmin: softmax of -x (softmax.cc, negate=true); its gradient the negated softmax rule
+softmin = define("softmin", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype, inplace=True)
+
+
+@lowers(softmin)
+def _softmin_lower(ctx, p: SoftmaxParam, x):
+    return softmax_values(ctx.b, ctx.b.neg(x), p.axis, p.temperature)
+
+
+@differentiable(softmin, ("ograd0", "out0"))
+def _softmin_grad(ctx, p: SoftmaxParam, g, y):
+    return [ctx.b.neg(_softmax_op_grad(ctx, p, g, y, log=False)[0])]
+
+
 # MXNet 1.9.1's log_softmax takes no length input even with use_length (and then fails)
 log_softmax = define("log_softmax", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype,
                      inplace=True)

@@ -7,7 +7,7 @@ each in ``REDUCTIONS`` (lowering and gradient included).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, ClassVar, Optional
 
 from .params import Shape
 from .registry import define, differentiable, lowers
@@ -189,3 +189,16 @@ for _name, _kind in (("argmax", "max"), ("argmin", "min")):
     _op = define(_name, params=ArgReduceParam, infer_shape=_arg_shape, infer_type=same_dtype, zero_grad=True)
     lowers(_op)(_arg_rule(_kind))
     differentiable(_op, ())(lambda ctx, p: [None])
+
+
+@dataclass(frozen=True)
+class ArgmaxChannelParam:
+    """No parameters: MXNet's argmax_channel is argmax over the last axis (broadcast_reduce_op_index.cc)."""
+    axis: ClassVar[int] = -1
+    keepdims: ClassVar[bool] = False
+
+
+argmax_channel = define("argmax_channel", params=ArgmaxChannelParam, infer_shape=_arg_shape, infer_type=same_dtype,
+                        zero_grad=True)
+lowers(argmax_channel)(_arg_rule("max"))
+differentiable(argmax_channel, ())(lambda ctx, p: [None])

@@ -8,7 +8,7 @@ from typing import Optional
 
 from .params import Shape
 from .registry import OpDef, define, differentiable, lowers
-from .rules import dtype_of_first, forward, known, merge, norm_axis, prod, same_dtype, shape_str
+from .rules import dtype_of_first, forward, known, merge, norm_axis, prod, same_dtype, same_shape, shape_str
 
 
 def _reshape_lower(ctx, p, x, *like):
@@ -292,3 +292,26 @@ def _swapaxis_lower(ctx, p: SwapAxisParam, x):
 @differentiable(SwapAxis, ("ograd0",))
 def _swapaxis_grad(ctx, p: SwapAxisParam, g):
     return [_swapaxis_lower(ctx, p, g)]  # a swap is its own inverse
+
+
+# --- reverse / flip (matrix_op.cc): the order along ``axis`` reversed; its gradient likewise ---
+@dataclass(frozen=True)
+class ReverseParam:
+    axis: Shape
+
+
+def _reverse_axes(p: ReverseParam, ndim: int) -> list[int]:
+    return sorted({norm_axis(a, ndim, "reverse") for a in p.axis})
+
+
+reverse = define("reverse", "flip", params=ReverseParam, infer_shape=same_shape, infer_type=same_dtype)
+
+
+@lowers(reverse)
+def _reverse_lower(ctx, p: ReverseParam, x):
+    return ctx.b.reverse(x, _reverse_axes(p, x.ndim))
+
+
+@differentiable(reverse, ("ograd0",))
+def _reverse_grad(ctx, p: ReverseParam, g):
+    return [ctx.b.reverse(g, _reverse_axes(p, g.ndim))]

@@ -90,11 +90,6 @@ def first_input_shape(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
     return [s] + list(ins[1:]), [s] + list(outs[1:])
 
 
-def rhs_shape(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
-    """The output takes input 1's shape (broadcast_like, reshape_like)."""
-    return ins, [ins[1]] if known(ins[1]) else outs
-
-
 def forward(fn: Callable[..., list[ShapeT] | ShapeT]):
     """A shape rule that needs every input fully known and computes the outputs."""
     def rule(p: Any, ins: list[ShapeT], outs: list[ShapeT]):

@@ -61,7 +61,9 @@ class Executor:
 
     def __init__(self, symbol, ctx: Context, typing: Typing, args: dict[str, NDArray],
                  grads: dict[str, NDArray | None], reqs: dict[str, str], aux: dict[str, NDArray],
-                 provider: ProgramProvider):
+                 provider: ProgramProvider, outputs: Sequence[NDArray | None] | None = None):
+        """``outputs``: arrays to write the outputs into (a reshaped executor's views of its
+        original's); None, or a None entry, allocates."""
         self._symbol = symbol
         self._ctx = ctx
         self._typing = typing
@@ -79,8 +81,9 @@ class Executor:
         self._aux_names = symbol.list_auxiliary_states()
         self._out_names = symbol.list_outputs()
         g = typing.graph
-        self._local.outputs = [nd_zeros(typing.shape_of(e), ctx=ctx, dtype=typing.dtype_of(e))
-                               for e in symbol._outputs]
+        given = list(outputs) if outputs is not None else [None] * len(symbol._outputs)
+        self._local.outputs = [o if o is not None else nd_zeros(typing.shape_of(e), ctx=ctx, dtype=typing.dtype_of(e))
+                               for o, e in zip(given, symbol._outputs)]
         self._output_types = [(o.shape, o.dtype) for o in self._local.outputs]
         self._train_differs = train_mode_matters(g.nodes)
         self._monitor: tuple[Callable, str] | None = None
@@ -416,7 +419,7 @@ class Executor:
         """A new executor for new input shapes sharing this one's arrays (MXNet's rules):
         same-size or smaller arrays are views of the originals, larger ones are new."""
         import math
-        arg_shapes, _, aux_shapes = self._symbol.infer_shape(**kwargs)
+        arg_shapes, out_shapes, aux_shapes = self._symbol.infer_shape(**kwargs)
         if arg_shapes is None:
             raise AotexecError(f"reshape: cannot infer all shapes from {kwargs}")
 
@@ -447,8 +450,10 @@ class Executor:
         shapes = {n: a.shape for n, a in {**args, **aux}.items()}
         dtypes = {n: np.dtype(a.dtype) for n, a in {**args, **aux}.items()}
         reqs = {n: (r if grads.get(n) is not None else "null") for n, r in self._grad_req.items()}
+        # MXNet's reshaped executor writes its outputs into the original's memory where they fit
+        outs = [o.view(tuple(s)) if math.prod(s) <= o.size else None for o, s in zip(self.outputs, out_shapes)]
         return Executor(self._symbol, self._ctx, bind_typing(self._symbol, shapes, dtypes), args, grads, reqs, aux,
-                        self._provider)
+                        self._provider, outputs=outs)
 
     @serialized
     def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,

@@ -4,6 +4,7 @@ registered op (``FullyConnected``, ``relu``, ``_Plus``...), MXNet 1.x compatible
 from __future__ import annotations
 
 import dataclasses
+from numbers import Number
 from typing import Any
 
 import numpy as np
@@ -160,22 +161,38 @@ def ones(shape, dtype="float32", **kwargs) -> Symbol:
     return globals()["_ones"](shape=shape, dtype=dtype, **kwargs)
 
 
+def _ufunc(left, right, sym_op: str, scalar_op: str, rscalar_op: str, numbers):
+    """MXNet's symbol.pow / maximum / hypot...: two symbols, a symbol and a number (either side;
+    ``rscalar_op`` when the number comes first), or two numbers (computed in Python)."""
+    if isinstance(left, Symbol) and isinstance(right, Symbol):
+        return globals()[sym_op](left, right)
+    if isinstance(left, Symbol) and isinstance(right, Number):
+        return globals()[scalar_op](left, scalar=right)
+    if isinstance(left, Number) and isinstance(right, Symbol):
+        return globals()[rscalar_op](right, scalar=left)
+    if isinstance(left, Number) and isinstance(right, Number):
+        return numbers(left, right)
+    raise TypeError(f"types ({type(left)}, {type(right)}) not supported")
+
+
 def pow(base, exp):  # noqa: A001  (MXNet's name)
-    return base ** exp
+    return _ufunc(base, exp, "_Power", "_PowerScalar", "_RPowerScalar", lambda a, b: a ** b)
+
+
+def power(base, exp):
+    return pow(base, exp)
+
+
+def hypot(left, right):
+    return _ufunc(left, right, "_Hypot", "_HypotScalar", "_HypotScalar", np.hypot)
 
 
 def maximum(left, right):
-    if isinstance(left, Symbol) and isinstance(right, Symbol):
-        return globals()["_Maximum"](left, right)
-    s, v = (left, right) if isinstance(left, Symbol) else (right, left)
-    return globals()["_MaximumScalar"](s, scalar=v)
+    return _ufunc(left, right, "_Maximum", "_MaximumScalar", "_MaximumScalar", max)
 
 
 def minimum(left, right):
-    if isinstance(left, Symbol) and isinstance(right, Symbol):
-        return globals()["_Minimum"](left, right)
-    s, v = (left, right) if isinstance(left, Symbol) else (right, left)
-    return globals()["_MinimumScalar"](s, scalar=v)
+    return _ufunc(left, right, "_Minimum", "_MinimumScalar", "_MinimumScalar", min)
 
 
 def split_v2(ary: Symbol, indices_or_sections, axis: int = 0, squeeze_axis: bool = False, **kwargs) -> Symbol:
