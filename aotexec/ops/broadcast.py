@@ -46,7 +46,7 @@ def _broadcast_to_shape(p: BroadcastToParam, data):
 
 
 broadcast_to = _broadcasting(define("broadcast_to", params=BroadcastToParam, infer_shape=_broadcast_to_shape,
-                                   infer_type=same_dtype))
+                                   infer_type=same_dtype, listed_inputs=False))
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def _broadcast_axis_shape(p: BroadcastAxesParam, data):
 
 
 broadcast_axis = _broadcasting(define("broadcast_axis", "broadcast_axes", params=BroadcastAxesParam,
-                                     infer_shape=_broadcast_axis_shape, infer_type=same_dtype))
+                                     infer_shape=_broadcast_axis_shape, infer_type=same_dtype, listed_inputs=False))
 
 
 @dataclass(frozen=True)

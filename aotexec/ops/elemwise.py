@@ -137,7 +137,12 @@ class Row:
     def register(self) -> None:
         op = define(self.name, *self.aliases, **self.declare)
         lowers(op)(self.lower)
-        differentiable(op, self.reads, **self.backward)(self.grad)
+        differentiable(op, self.reads, name=_mxnet_backward_name(self.name), **self.backward)(self.grad)
+
+
+def _mxnet_backward_name(name: str) -> str:
+    """MXNet names _mul_scalar's backward op _backward_mul_scalar, elemwise_add's _backward_add."""
+    return "_backward_" + (name[1:] if name.startswith("_") else name.removeprefix("elemwise_"))
 
 
 def _no_grad(n: int):
@@ -151,7 +156,8 @@ def unary(name: str, fn: Callable, reads: tuple[str, ...] = (), grad: Callable |
 
     def rule(ctx, p, *vals):
         return [grad(ctx.b, *vals) if grad else None]
-    return Row("unary", name, (), dict(infer_shape=same_shape, infer_type=same_dtype, zero_grad=zero_grad, **attrs),
+    return Row("unary", name, (), dict(infer_shape=same_shape, infer_type=same_dtype, zero_grad=zero_grad,
+                                       listed_inputs=False, **attrs),
                lambda ctx, p, x: fn(ctx.b, x), ("ograd0",) + reads if grad else (), rule, backward or {})
 
 
@@ -229,7 +235,7 @@ def scalar(name: str, alias: str, fn: Binary, reads: tuple[str, ...] = (), grad:
     def rule(ctx, p, *vals):
         return [grad(ctx.b, *vals, float(p.scalar)) if grad else None]
     return Row("scalar", name, (alias,), dict(params=ScalarParam, infer_shape=same_shape, infer_type=same_dtype,
-                                              zero_grad=zero_grad, **attrs),
+                                              zero_grad=zero_grad, listed_inputs=False, **attrs),
                lower, ("ograd0",) + reads if grad else (), rule, backward or {})
 
 
@@ -370,7 +376,7 @@ def _identity_lower(ctx, p, x):
     return x
 
 
-copy = define("_copy", "_Copy", "identity", infer_shape=same_shape, infer_type=same_dtype,
+copy = define("_copy", "_Copy", "identity", infer_shape=same_shape, infer_type=same_dtype, listed_inputs=False,
               inplace=True, identity_outputs=(0,), layout_agnostic=True)
 lowers(copy)(_identity_lower)
 
@@ -380,7 +386,7 @@ def _copy_grad(ctx, p, g):
     return [g]
 
 
-block_grad = define("BlockGrad", "stop_gradient", infer_shape=same_shape, infer_type=same_dtype,
+block_grad = define("BlockGrad", "stop_gradient", infer_shape=same_shape, infer_type=same_dtype, listed_inputs=False,
                     inplace=True, identity_outputs=(0,), zero_grad=True)
 lowers(block_grad)(_identity_lower)
 differentiable(block_grad, ())(_no_grad(1))
@@ -392,7 +398,8 @@ class ClipParam:
     a_max: float
 
 
-clip = define("clip", params=ClipParam, infer_shape=same_shape, infer_type=same_dtype, inplace=True)
+clip = define("clip", params=ClipParam, infer_shape=same_shape, infer_type=same_dtype, inplace=True,
+              listed_inputs=False)
 
 
 @lowers(clip)
@@ -416,7 +423,8 @@ class CastParam:
         np.dtype(self.dtype)
 
 
-cast = define("Cast", "cast", params=CastParam, infer_shape=same_shape, infer_type=fixed_dtype(lambda p: p.dtype))
+cast = define("Cast", "cast", params=CastParam, infer_shape=same_shape, infer_type=fixed_dtype(lambda p: p.dtype),
+              listed_inputs=False)
 
 
 @lowers(cast)
@@ -424,7 +432,7 @@ def _cast_lower(ctx, p: CastParam, x):
     return ctx.b.convert(x, p.dtype)
 
 
-@differentiable(cast, ("ograd0",))
+@differentiable(cast, ("ograd0",), name="_backward_cast")
 def _cast_grad(ctx, p, g):
     return [ctx.b.convert(g, ctx.fwd_in_dtypes[0])]
 
@@ -507,11 +515,11 @@ def _fill_like(value: float):
 
 
 # zeros_like reads its input for the shape only (the zero gradients the gradient pass adds)
-zeros_like = define("zeros_like", infer_shape=same_shape, infer_type=same_dtype, zero_grad=True,
+zeros_like = define("zeros_like", infer_shape=same_shape, infer_type=same_dtype, zero_grad=True, listed_inputs=False,
                     shape_only_inputs=(0,))
 lowers(zeros_like)(_fill_like(0.0))
 differentiable(zeros_like, ())(_no_grad(1))
-ones_like = define("ones_like", infer_shape=same_shape, infer_type=same_dtype, zero_grad=True)
+ones_like = define("ones_like", infer_shape=same_shape, infer_type=same_dtype, zero_grad=True, listed_inputs=False)
 lowers(ones_like)(_fill_like(1.0))
 differentiable(ones_like, ())(_no_grad(1))
 

@@ -42,24 +42,30 @@ def _concat_shape(p: ConcatParam, ins, outs):
             ax = norm_axis(p.dim, len(x))
             unknown = unknown or x[ax] < 0
             total += x[ax]
-            base = _merge_off_axis(base, x, ax, "input")
+            base = _merge_off_axis(base, x, ax)
     if outs[0] is not None:
         ax = norm_axis(p.dim, len(outs[0]))
-        base = _merge_off_axis(base, outs[0], ax, "output")
+        base = _merge_off_axis(base, outs[0], ax)
     if base is None:
         return ins, outs
     if not base:
         raise ValueError("zero-dimensional arrays cannot be concatenated")
+    for what, x in [("input", x) for x in ins] + [("output", outs[0])]:
+        try:
+            merge(x, base)
+        except ValueError:
+            raise ValueError(f"Incompatible {what} shape: expected {shape_str(base)}, got {shape_str(x)}") from None
     out = tuple(total if i == ax and not unknown else d for i, d in enumerate(base))
     return [base] * len(ins), [out]
 
 
-def _merge_off_axis(base, x, ax: int, what: str):
-    x = tuple(-1 if i == ax else d for i, d in enumerate(x))
+def _merge_off_axis(base, x, ax: int):
+    """``base`` merged with ``x`` off the axis; a contradiction keeps ``base`` (MXNet ignores it
+    here and reports it when assigning the merged shape back)."""
     try:
-        return merge(base, x)
+        return merge(base, tuple(-1 if i == ax else d for i, d in enumerate(x)))
     except ValueError:
-        raise ValueError(f"Incompatible {what} shape: expected {shape_str(base)}, got {shape_str(x)}") from None
+        return base
 
 
 Concat = define("Concat", "concat", params=ConcatParam, variadic="num_args",
@@ -293,7 +299,8 @@ def _slice_shape(p: SliceParam, ins, outs):
     return ins, [tuple(-1 if d < 0 else n for d, n in zip(data, sizes))]
 
 
-slice_op = define("slice", "crop", params=SliceParam, infer_shape=_slice_shape, infer_type=same_dtype)
+slice_op = define("slice", "crop", params=SliceParam, infer_shape=_slice_shape, infer_type=same_dtype,
+                  listed_inputs=False)
 
 
 @lowers(slice_op)
@@ -355,7 +362,8 @@ def _slice_axis_shape(p: SliceAxisParam, ins, outs):
     return ins, [tuple(out)]
 
 
-slice_axis = define("slice_axis", params=SliceAxisParam, infer_shape=_slice_axis_shape, infer_type=same_dtype)
+slice_axis = define("slice_axis", params=SliceAxisParam, infer_shape=_slice_axis_shape, infer_type=same_dtype,
+                    listed_inputs=False)
 
 
 @lowers(slice_axis)

@@ -134,7 +134,7 @@ class SoftmaxActivationParam:
     mode: Literal["instance", "channel"] = "instance"
 
 
-SoftmaxActivation = define("SoftmaxActivation", params=SoftmaxActivationParam,
+SoftmaxActivation = define("SoftmaxActivation", params=SoftmaxActivationParam, listed_inputs=False,
                            infer_shape=same_shape, infer_type=same_dtype)
 
 

@@ -39,8 +39,9 @@ class PoolingParam:
         if self.global_pool:
             return tuple(data_shape[2:]), (1,) * nd, (0,) * nd
         kernel = tuple(self.kernel)
-        stride = tuple(self.stride) if self.stride else (1,) * nd
-        pad = tuple(self.pad) if self.pad else (0,) * nd
+        # MXNet takes pad=(0, 0, 0) for 1-D 'same' pooling; only the leading entries apply
+        stride = tuple(self.stride)[:nd] if self.stride else (1,) * nd
+        pad = tuple(self.pad)[:nd] if self.pad else (0,) * nd
         return kernel, stride, pad
 
 

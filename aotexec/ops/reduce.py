@@ -112,7 +112,8 @@ REDUCTIONS = (
               ("in0", "out0"), pre=lambda b, x: _drop_nan(b, x, 1.0)),
 )
 for _r in REDUCTIONS:
-    _op = define(_r.name, *_r.aliases, params=ReduceParam, infer_shape=_reduce_shape, infer_type=same_dtype)
+    _op = define(_r.name, *_r.aliases, params=ReduceParam, infer_shape=_reduce_shape, infer_type=same_dtype,
+                 listed_inputs=False)
     lowers(_op)(_reduce_rule(_r.pre, _r.kind, _r.mean))
     differentiable(_op, ("ograd0",) + _r.reads)(_reduce_grad(_r.grad, _r.reads, _r.mean))
 
@@ -139,7 +140,7 @@ def _norm_shape(p: NormParam, data):
     return reduced_shape(tuple(data), p.axes(len(data)), p.keepdims)
 
 
-norm = define("norm", params=NormParam, infer_shape=_norm_shape, infer_type=same_dtype)
+norm = define("norm", params=NormParam, infer_shape=_norm_shape, infer_type=same_dtype, listed_inputs=False)
 
 
 @lowers(norm)
@@ -186,7 +187,8 @@ def _arg_rule(kind: str):
 
 
 for _name, _kind in (("argmax", "max"), ("argmin", "min")):
-    _op = define(_name, params=ArgReduceParam, infer_shape=_arg_shape, infer_type=same_dtype, zero_grad=True)
+    _op = define(_name, params=ArgReduceParam, infer_shape=_arg_shape, infer_type=same_dtype, zero_grad=True,
+                 listed_inputs=False)
     lowers(_op)(_arg_rule(_kind))
     differentiable(_op, ())(lambda ctx, p: [None])
 
@@ -199,6 +201,6 @@ class ArgmaxChannelParam:
 
 
 argmax_channel = define("argmax_channel", params=ArgmaxChannelParam, infer_shape=_arg_shape, infer_type=same_dtype,
-                        zero_grad=True)
+                        zero_grad=True, listed_inputs=False)
 lowers(argmax_channel)(_arg_rule("max"))
 differentiable(argmax_channel, ())(lambda ctx, p: [None])

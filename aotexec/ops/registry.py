@@ -165,20 +165,22 @@ def replace(op: OpDef, **changes: Any) -> OpDef:
 
 
 def differentiable(op: OpDef, reads: Sequence[str] | Callable[[Any], list[str]], aux_updates: int = 0,
-                   **backward: Any):
+                   name: str | None = None, **backward: Any):
     """Declare ``op``'s gradient: what its backward node reads, and the rule computing it.
 
     The rule is ``fn(ctx, params, *read_values) -> list[Value | None]``; ``ctx.fwd_in_shapes``
-    gives the forward input shapes.  Registers ``_backward_<op>`` (MXNet's name) as
-    ``op.backward``; ``backward`` sets its other attributes (``inplace=True``...).
+    gives the forward input shapes.  Registers the backward op as ``op.backward``, named
+    ``_backward_<op>`` or ``name`` (MXNet's own name where it differs, e.g. Flatten's
+    ``_backward_copy``, which several ops share); ``backward`` sets its other attributes
+    (``inplace=True``...).
     """
     def deco(fn: Callable) -> Callable:
         op.grad_reads = reads if callable(reads) else _const(list(reads))
         op.aux_updates = aux_updates
-        bwd = OpDef(name=f"_backward_{op.name}", params=op.params, forward_op=op, lower=fn,
+        bwd = OpDef(name=name or f"_backward_{op.name}", params=op.params, forward_op=op, lower=fn,
                     inputs=lambda p: op.grad_reads(p),  # names are the read tokens
                     outputs=lambda p, op=op: backward_output_names(op, p), **backward)
-        OPS[bwd.name] = op.backward = bwd
+        OPS[f"_backward_{op.name}"] = op.backward = bwd
         return fn
     return deco
 

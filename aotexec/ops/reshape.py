@@ -20,10 +20,11 @@ def _reshape_back(ctx, p, g):
     return [ctx.b.reshape(g, ctx.fwd_in_shapes[0])] + [None] * (len(ctx.fwd_in_shapes) - 1)  # reshape_like: rhs
 
 
-def _reshaping(op: OpDef) -> OpDef:
-    """An op that only changes the shape: lowered to a reshape, its gradient reshaped back."""
+def _reshaping(op: OpDef, backward: str | None = None) -> OpDef:
+    """An op that only changes the shape: lowered to a reshape, its gradient reshaped back
+    (``backward``: MXNet's name for that backward op)."""
     lowers(op)(_reshape_lower)
-    differentiable(op, ("ograd0",))(_reshape_back)
+    differentiable(op, ("ograd0",), name=backward)(_reshape_back)
     return op
 
 
@@ -33,7 +34,7 @@ def _flatten_shape(p, data):
 
 
 Flatten = _reshaping(define("Flatten", "flatten", infer_shape=_flatten_shape, infer_type=same_dtype,
-                            inplace=True, identity_outputs=(0,)))
+                            inplace=True, identity_outputs=(0,), listed_inputs=False), "_backward_copy")
 
 
 @dataclass(frozen=True)
@@ -125,11 +126,13 @@ def _reshape_shape(p: ReshapeParam, ins, outs):
         out = outs[0]
     if out is None:
         return ins, outs
+    out = merge(outs[0], out)
     return [_fill_one_unknown(tuple(data), out)], [out]
 
 
 Reshape = _reshaping(define("Reshape", "reshape", params=ReshapeParam, infer_shape=_reshape_shape,
-                            infer_type=same_dtype, inplace=True, identity_outputs=(0,)))
+                            infer_type=same_dtype, inplace=True, identity_outputs=(0,), listed_inputs=False),
+                     "_backward_reshape")
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,8 @@ def _expand_dims_shape(p, ins, outs):
 
 
 expand_dims = _reshaping(define("expand_dims", params=ExpandDimsParam, infer_shape=_expand_dims_shape,
-                                infer_type=same_dtype, inplace=True, identity_outputs=(0,)))
+                                infer_type=same_dtype, inplace=True, identity_outputs=(0,), listed_inputs=False),
+                         "_backward_reshape")
 
 
 @dataclass(frozen=True)
@@ -239,7 +243,8 @@ def _transpose_shape(p, ins, outs):
     return [tuple(back)], [tuple(data[a] for a in axes)]
 
 
-transpose = define("transpose", params=TransposeParam, infer_shape=_transpose_shape, infer_type=same_dtype)
+transpose = define("transpose", params=TransposeParam, infer_shape=_transpose_shape, infer_type=same_dtype,
+                   listed_inputs=False)
 
 
 @lowers(transpose)

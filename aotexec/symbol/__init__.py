@@ -206,5 +206,18 @@ def split_v2(ary: Symbol, indices_or_sections, axis: int = 0, squeeze_axis: bool
     raise ValueError("indices_or_sections must either int or tuple of ints")
 
 
+class _Operators:
+    """``ax.sym._internal`` / ``ax.sym.op``: every constructor by its MXNet name, as MXNet's
+    ``mx.sym._internal._plus`` and ``mx.sym.op.FullyConnected``."""
+
+    def __getattr__(self, name: str):
+        value = globals().get(name)
+        if name.startswith("__") or not callable(value):
+            raise AttributeError(f"aotexec.symbol has no operator '{name}'")
+        return value
+
+
+_internal = op = _Operators()
+
 _REGISTERED.update((k, v) for k, v in list(globals().items()) if callable(v) and not isinstance(v, type)
                    and not k.startswith("_") or k in CONSTRUCTORS)
