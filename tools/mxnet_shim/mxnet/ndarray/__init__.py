@@ -61,6 +61,31 @@ def ones_like(data, **kwargs) -> NDArray:
     return ax.nd.ones(data.shape, ctx=data.context, dtype=data.dtype)
 
 
+def _numpy_function(fn):
+    """MXNet's NDArray functions with numpy broadcasting (mx.nd.add, mx.nd.maximum...)."""
+    def call(lhs, rhs, out=None):
+        like = lhs if isinstance(lhs, NDArray) else rhs
+        a, b = (v.asnumpy() if isinstance(v, NDArray) else v for v in (lhs, rhs))
+        value = _np.asarray(fn(a, b))
+        if not isinstance(like, NDArray):
+            return value
+        result = ax.nd.array(value.astype(like.dtype), ctx=like.context)
+        if out is not None:
+            out[:] = result
+            return out
+        return result
+    return call
+
+
+for _name, _fn in (("add", _np.add), ("subtract", _np.subtract), ("multiply", _np.multiply), ("divide", _np.divide),
+                   ("true_divide", _np.divide), ("modulo", _np.mod), ("power", _np.power), ("maximum", _np.maximum),
+                   ("minimum", _np.minimum), ("hypot", _np.hypot), ("equal", _np.equal), ("not_equal", _np.not_equal),
+                   ("greater", _np.greater), ("greater_equal", _np.greater_equal), ("lesser", _np.less),
+                   ("lesser_equal", _np.less_equal), ("logical_and", _np.logical_and), ("logical_or", _np.logical_or),
+                   ("logical_xor", _np.logical_xor)):
+    globals()[_name] = _numpy_function(_fn)
+
+
 def _dense(stype) -> None:
     if stype not in (None, "default"):
         raise _harness.Unsupported(f"storage type {stype}")
