@@ -207,3 +207,39 @@ def test_operator_inventory_in_docs_lists_every_mxnet_operator():
     assert sorted(rows) == sorted(listed)
     for name, status in rows.items():
         assert (status == "supported") == hasattr(ax.sym, name), (name, status)
+
+
+def test_take_raise_mode_raises_when_the_output_is_read():
+    """MXNet's test_take: with mode='raise' an out-of-range index fails the op, and the error
+    comes out when the output is read (asnumpy), not at forward."""
+    idx = ax.sym.BlockGrad(ax.sym.Variable("indices"))
+    ex = ax.sym.take(a=ax.sym.Variable("a"), indices=idx, axis=0, mode="raise").simple_bind(
+        ax.cpu(), a=(3, 4), indices=(2,))
+    ex.arg_dict["a"][:] = np.arange(12).reshape(3, 4)
+    ex.arg_dict["indices"][:] = np.array([0, 5])
+    ex.forward(is_train=True)
+    with pytest.raises(ax.MXNetError, match="out of bounds"):
+        ex.outputs[0].asnumpy()
+    ex.arg_dict["indices"][:] = np.array([2, 0])
+    np.testing.assert_array_equal(ex.forward()[0].asnumpy(), np.arange(12).reshape(3, 4)[[2, 0]])
+
+
+def test_head_gradients_of_another_dtype_are_converted():
+    """MXNet's test_where passes int32 head gradients to a float32 executor."""
+    x = ax.sym.Variable("x")
+    ex = (x * 2.0).simple_bind(ax.cpu(), x=(2, 3))
+    ex.forward(is_train=True)
+    ex.backward(ax.nd.array(np.ones((2, 3)), dtype="int32"))
+    assert np.all(ex.grad_dict["x"].asnumpy() == 2.0)
+
+
+@pytest.mark.lowering
+def test_unknown_shapes_make_no_array_outside_numpy_shape():
+    """MXNet's test_scalar_tensor_creation / test_zero_size_tensor_creation."""
+    for shape in ((), (0, 1, 3, 0)):
+        with pytest.raises(ax.MXNetError):
+            ax.nd.zeros(shape)
+        with pytest.raises(ax.MXNetError):
+            ax.nd.ones(shape=shape)
+    with ax.np_shape():
+        assert ax.nd.ones(shape=()).shape == ()

@@ -155,7 +155,8 @@ def _take_shape(p: TakeParam, ins, outs):
 
 
 take = define("take", params=TakeParam, inputs=["a", "indices"], no_grad_inputs=("indices",),
-              infer_shape=_take_shape, infer_type=dtype_of_first)
+              infer_shape=_take_shape, infer_type=dtype_of_first,
+              index_checks=lambda p: [(1, 0, p.axis)] if p.mode == "raise" else [])
 
 
 @lowers(take)

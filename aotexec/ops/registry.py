@@ -76,6 +76,9 @@ class OpDef:
     # NHWC out; or a rule ``fn(ops.nhwc.LayoutQuery) -> ops.nhwc.ChannelsLast | None``
     layout_agnostic: bool = False
     channels_last: Callable | None = None
+    # indices it raises on when out of range (take mode='raise'): (indices input, data input, axis)
+    # per check, verified on the host by the runtime (runtime.index_checks)
+    index_checks: Callable[[Any], list[tuple[int, int, int]]] | None = None
 
     def input_names(self, p: Any) -> list[str]:
         if self.variadic:

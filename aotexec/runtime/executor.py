@@ -19,6 +19,7 @@ from ..passes.infer import Typing
 from ..signature import Port, Role
 from .bind_args import _as_ndarray, bind_typing
 from .context import Context
+from .index_checks import index_checks, violation
 from .ndarray import NDArray, array as nd_array, zeros as nd_zeros
 from .program import Program
 from .provider import ProgramProvider
@@ -94,6 +95,7 @@ class Executor:
         self._arena_fits: set[tuple[int, str]] = set()   # (program, function) the arena already fits
         self._rng_buf: NDArray | None = None
         self._scratch_outputs: list[NDArray] | None = None   # forward_train outputs nobody reads
+        self._index_checks = index_checks(typing)
         self._residual_bufs: dict = {}
         # resident programs: id(program) -> (its context with our parameters, their write stamps, bytes)
         self._resident: dict[int, tuple] = {}
@@ -248,6 +250,8 @@ class Executor:
             if g.shape != self.outputs[i].shape:
                 raise AotexecError(f"head gradient {i} ({self._out_names[i]}) has shape {g.shape}, the output "
                                    f"has {self.outputs[i].shape}")
+            if np.dtype(g.dtype) != np.dtype(self.outputs[i].dtype):
+                g = g.astype(self.outputs[i].dtype)    # MXNet copies head gradients in, converting
             views.append(g.handle)
         return views
 
@@ -317,6 +321,13 @@ class Executor:
             o._storage.written()
         return [o.handle for o in self.outputs]
 
+    def _check_indices(self) -> None:
+        """Out-of-range indices of ops that raise on them: the outputs raise when read."""
+        error = violation(self._index_checks, self.arg_dict) if self._index_checks else None
+        if error:
+            for o in self.outputs:
+                o._storage.error = error
+
     @serialized
     def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
         self._feed(kwargs)
@@ -339,6 +350,7 @@ class Executor:
             else:
                 views = self._views()
             self._call(prog, "forward_infer", views + self._rng(prog, "forward_infer"), outs, module)
+        self._check_indices()
         return self.outputs
 
     @serialized
@@ -401,6 +413,7 @@ class Executor:
         targets = self._output_views() + self._named_targets(prog.entry("train_step").results[n:])
         self._call(prog, "train_step", views, targets)
         self._residuals = None
+        self._check_indices()
         return self.outputs
 
     @serialized
