@@ -223,6 +223,9 @@ MONITOR = [
     {"name": "training_mlp_all", "code": f"h = mx.sym.FullyConnected({V}('data'), num_hidden=4, name='fc')\n"
      "out = mx.sym.Flatten(mx.sym.Activation(h * 2.0, act_type='relu', name='act'), name='flat')",
      "shapes": {"data": (2, 5)}, "all": True, "train": True, "grad_req": "write"},
+    {"name": "training_add_clones_gradient",
+     "code": f"out = mx.sym.elemwise_add({V}('x') * 2.0, mx.sym.relu({V}('y')), name='s')",
+     "shapes": {"x": (2, 3), "y": (2, 3)}, "all": False, "train": True, "grad_req": "write"},
     {"name": "training_batchnorm", "code": f"out = mx.sym.BatchNorm({V}('data'), name='bn')",
      "shapes": {"data": (2, 3, 4, 4)}, "all": False, "train": True, "grad_req": "write"},
 ]

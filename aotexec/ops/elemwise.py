@@ -297,7 +297,7 @@ ELEMWISE: tuple[Row, ...] = (
     unary("radians", lambda b, x: b.mul(x, math.pi / 180.0), (), lambda b, g: b.mul(g, math.pi / 180.0)),
     unary("logical_not", lambda b, x: _as(b, b.compare(x, 0.0, "EQ"), x), zero_grad=True),
     # --- binary, same shape
-    binary("elemwise_add", ADD, ("_Plus", "_add", "_plus"), inplace=True, layout_agnostic=True,
+    binary("elemwise_add", ADD, ("_Plus", "_add", "_plus"), inplace=True, layout_agnostic=True, clone_gradient=True,
            backward=dict(identity_outputs=(0, 1), layout_agnostic=True)),
     binary("elemwise_sub", SUB, ("_Minus", "_sub", "_minus"), **_FLAT),
     binary("elemwise_mul", MUL, ("_Mul", "_mul"), **_FLAT),
