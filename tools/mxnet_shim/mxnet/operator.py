@@ -1,7 +1,17 @@
 """mxnet.operator: custom Python operators are not supported (the classes exist so tests import)."""
 from ._harness import Unsupported
 
-__all__ = ["CustomOp", "CustomOpProp", "register", "get_all_registered_operators"]
+__all__ = ["CustomOp", "CustomOpProp", "register", "get_all_registered_operators", "get_operator_arguments",
+           "OperatorArguments"]
+
+
+class OperatorArguments:
+    def __init__(self, *args, **kwargs):
+        raise Unsupported("mx.operator.OperatorArguments")
+
+
+def get_operator_arguments(op_name):
+    raise Unsupported("mx.operator.get_operator_arguments")
 
 
 class CustomOp:

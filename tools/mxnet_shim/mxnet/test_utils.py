@@ -85,6 +85,13 @@ def random_arrays(*shapes):
     return arrays[0] if len(arrays) == 1 else arrays
 
 
+def random_sample(population, k):
+    """k elements of ``population`` in random order."""
+    population = list(population)
+    np.random.shuffle(population)
+    return population[:k]
+
+
 def random_uniform_arrays(*shapes, low=0.0, high=1.0, dtype=None):
     arrays = [np.random.uniform(low, high, size=s).astype(dtype or default_dtype()) for s in shapes]
     return arrays[0] if len(arrays) == 1 else arrays

@@ -105,6 +105,8 @@ def install() -> None:
     NDArray.tostype = lambda self, stype: self if stype == "default" else _unsupported(f"tostype({stype})")(self)
     NDArray.as_nd_ndarray = lambda self: self
     NDArray.__getattr__ = _imperative_attr
+    NDArray.__deepcopy__ = lambda self, memo: self.copy()
+    NDArray.__copy__ = lambda self: self.copy()
     for name in ("grad", "attach_grad", "backward", "as_np_ndarray", "detach"):
         setattr(NDArray, name, _unsupported(name))
     NDArray._harness_arith = True
