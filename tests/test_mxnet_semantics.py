@@ -243,3 +243,17 @@ def test_unknown_shapes_make_no_array_outside_numpy_shape():
             ax.nd.ones(shape=shape)
     with ax.np_shape():
         assert ax.nd.ones(shape=()).shape == ()
+
+
+def test_float64_math_without_float64_libm_in_iree():
+    """MXNet's test_unary_math_operators runs float64 too; IREE 3.13's llvm-cpu links no float64
+    atan2 / tan / cbrt / lgamma, so these compute in float32 there."""
+    import math
+    x = ax.sym.Variable("x")
+    ops = {"arcsin": np.arcsin, "arccos": np.arccos, "arctan": np.arctan, "tan": np.tan, "cbrt": np.cbrt,
+           "gammaln": np.vectorize(math.lgamma)}
+    ex = ax.sym.Group([getattr(ax.sym, op)(x) for op in ops]).simple_bind(ax.cpu(), x=(4,), type_dict={"x": "float64"})
+    v = np.array([0.1, 0.3, 0.6, 0.9])
+    for got, fn in zip(ex.forward(x=v), ops.values()):
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got.asnumpy(), fn(v), rtol=1e-6)

@@ -31,7 +31,25 @@ def _bool_op(b, name, p, q):
 
 def _chlo(b, name, x):
     """CHLO math (asin, erf, lgamma...): IREE's input pipeline legalizes it on every target."""
+    if name in _NO_F64 and np.dtype(x.dtype) == np.float64:
+        return _in_f32(b, lambda v: _chlo(b, name, v), x)
     return b.op(f"chlo.{name}", [x], x.shape, x.dtype)
+
+
+# IREE 3.13's llvm-cpu links no float64 atan2 / tan / cbrt / lgamma (undefined symbols at link):
+# these compute in float32 for float64 inputs (about 1e-7 relative error)
+_NO_F64 = frozenset({"atan", "asin", "acos", "lgamma", "digamma", "tan", "cbrt"})
+
+
+def _in_f32(b, fn, x):
+    return b.convert(fn(b.convert(x, "float32")), x.dtype)
+
+
+def _math(b, name, x):
+    """A stablehlo unary op (tan, cbrt...), in float32 where IREE has no float64 one."""
+    if name in _NO_F64 and np.dtype(x.dtype) == np.float64:
+        return _in_f32(b, lambda v: b.unary(name, v), x)
+    return b.unary(name, x)
 
 
 def _nonzero(b, x):
@@ -262,15 +280,15 @@ ELEMWISE: tuple[Row, ...] = (
     unary("expm1", lambda b, x: b.unary("exponential_minus_one", x), ("in0",), lambda b, g, x: b.mul(g, b.exp(x))),
     unary("sqrt", lambda b, x: b.sqrt(x), ("out0",), lambda b, g, y: b.div(b.mul(g, 0.5), y), inplace=True),
     unary("rsqrt", lambda b, x: b.rsqrt(x), ("in0",), lambda b, g, x: b.mul(g, b.div(-0.5, b.mul(b.sqrt(x), x)))),
-    unary("cbrt", lambda b, x: b.unary("cbrt", x), ("out0",), lambda b, g, y: b.div(g, b.mul(_sq(b, y), 3.0))),
-    unary("rcbrt", lambda b, x: b.div(1.0, b.unary("cbrt", x)), ("in0",),
-          lambda b, g, x: b.div(g, b.mul(_sq(b, _sq(b, b.unary("cbrt", x))), -3.0))),
+    unary("cbrt", lambda b, x: _math(b, "cbrt", x), ("out0",), lambda b, g, y: b.div(g, b.mul(_sq(b, y), 3.0))),
+    unary("rcbrt", lambda b, x: b.div(1.0, _math(b, "cbrt", x)), ("in0",),
+          lambda b, g, x: b.div(g, b.mul(_sq(b, _sq(b, _math(b, "cbrt", x))), -3.0))),
     unary("square", lambda b, x: b.mul(x, x), ("in0",), lambda b, g, x: b.mul(g, b.mul(x, 2.0)), inplace=True),
     unary("abs", lambda b, x: b.abs(x), ("in0",), lambda b, g, x: b.mul(g, b.unary("sign", x)), inplace=True),
     unary("sign", lambda b, x: b.unary("sign", x), zero_grad=True),
     unary("sin", lambda b, x: b.unary("sine", x), ("in0",), lambda b, g, x: b.mul(g, b.unary("cosine", x))),
     unary("cos", lambda b, x: b.unary("cosine", x), ("in0",), lambda b, g, x: b.mul(g, b.neg(b.unary("sine", x)))),
-    unary("tan", lambda b, x: b.unary("tan", x), ("out0",), lambda b, g, y: b.mul(g, b.add(_sq(b, y), 1.0))),
+    unary("tan", lambda b, x: _math(b, "tan", x), ("out0",), lambda b, g, y: b.mul(g, b.add(_sq(b, y), 1.0))),
     unary("arcsin", lambda b, x: _chlo(b, "asin", x), ("in0",), lambda b, g, x: b.mul(g, _inv_sqrt_1m(b, x, -1.0))),
     unary("arccos", lambda b, x: _chlo(b, "acos", x),
           ("in0",), lambda b, g, x: b.neg(b.mul(g, _inv_sqrt_1m(b, x, -1.0)))),
