@@ -256,4 +256,4 @@ def test_float64_math_without_float64_libm_in_iree():
     v = np.array([0.1, 0.3, 0.6, 0.9])
     for got, fn in zip(ex.forward(x=v), ops.values()):
         assert got.dtype == np.float64
-        np.testing.assert_allclose(got.asnumpy(), fn(v), rtol=1e-6)
+        np.testing.assert_allclose(got.asnumpy(), fn(v), rtol=1e-5)   # MXNet's float64 tolerance
