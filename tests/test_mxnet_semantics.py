@@ -257,3 +257,17 @@ def test_float64_math_without_float64_libm_in_iree():
     for got, fn in zip(ex.forward(x=v), ops.values()):
         assert got.dtype == np.float64
         np.testing.assert_allclose(got.asnumpy(), fn(v), rtol=1e-5)   # MXNet's float64 tolerance
+
+
+def test_gradient_arrays_of_another_dtype_receive_converted_gradients():
+    """MXNet's check_symbolic_backward(dtype='asnumpy') binds float64 gradient arrays to
+    float32 arguments; 'write' and 'add' both land converted."""
+    x = ax.sym.Variable("x")
+    args = {"x": ax.nd.array(np.ones((2, 3)), dtype="float32")}
+    grads = {"x": ax.nd.array(np.full((2, 3), 5.0), dtype="float64")}
+    for req, want in (("write", 3.0), ("add", 8.0)):
+        grads["x"][:] = 5.0
+        ex = (x * 3.0).bind(ax.cpu(), args=args, args_grad=grads, grad_req=req)
+        ex.forward(is_train=True)
+        ex.backward(ax.nd.ones((2, 3)))
+        assert grads["x"].dtype == np.float64 and np.all(grads["x"].asnumpy() == want)

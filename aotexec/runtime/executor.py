@@ -96,6 +96,9 @@ class Executor:
         self._rng_buf: NDArray | None = None
         self._scratch_outputs: list[NDArray] | None = None   # forward_train outputs nobody reads
         self._index_checks = index_checks(typing)
+        # MXNet takes gradient arrays of another dtype than the argument's (converting)
+        self._grad_casts = {n: nd_zeros(g.shape, ctx=ctx, dtype=args[n].dtype) for n, g in grads.items()
+                            if g is not None and np.dtype(g.dtype) != np.dtype(args[n].dtype)}
         self._residual_bufs: dict = {}
         # resident programs: id(program) -> (its context with our parameters, their write stamps, bytes)
         self._resident: dict[int, tuple] = {}
@@ -255,8 +258,21 @@ class Executor:
             views.append(g.handle)
         return views
 
+    def _grad_array(self, name: str) -> NDArray:
+        """Where the program writes ``name``'s gradient: the bound array, or a scratch of the
+        argument's dtype when the bound array has another (copied over after the call)."""
+        return self._grad_casts.get(name, self.grad_dict[name])
+
     def _old_grads(self, prog: Program, entry: str) -> list:
-        return [self.grad_dict[p.name].handle for p in prog.entry(entry).of(Role.OLD_GRAD)]
+        ports = prog.entry(entry).of(Role.OLD_GRAD)
+        for p in ports:
+            if p.name in self._grad_casts:
+                self._grad_casts[p.name][:] = self.grad_dict[p.name]
+        return [self._grad_array(p.name).handle for p in ports]
+
+    def _copy_cast_grads(self) -> None:
+        for name, scratch in self._grad_casts.items():
+            self.grad_dict[name][:] = scratch
 
 
     def _call(self, prog: Program, fn: str, inputs: list, targets: list, module=None) -> None:
@@ -311,7 +327,7 @@ class Executor:
         """Output buffers for gradient and aux-update results."""
         out = []
         for p in ports:
-            arr = (self.grad_dict if p.role is Role.GRAD else self.aux_dict)[p.name]
+            arr = self._grad_array(p.name) if p.role is Role.GRAD else self.aux_dict[p.name]
             arr._storage.written()
             out.append(arr.handle)
         return out
@@ -399,6 +415,7 @@ class Executor:
         views = self._views() + self._residuals + self._head_grads(prog, "backward", out_grads) \
             + self._old_grads(prog, "backward") + self._rng(prog, "backward")
         self._call(prog, "backward", views, self._named_targets(prog.entry("backward").results))
+        self._copy_cast_grads()
 
     @serialized
     def forward_backward(self, out_grads=None, **kwargs) -> list[NDArray]:
@@ -412,6 +429,7 @@ class Executor:
         n = len(self.outputs)
         targets = self._output_views() + self._named_targets(prog.entry("train_step").results[n:])
         self._call(prog, "train_step", views, targets)
+        self._copy_cast_grads()
         self._residuals = None
         self._check_indices()
         return self.outputs
