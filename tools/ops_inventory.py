@@ -32,6 +32,24 @@ GROUPS = (("contrib (`mx.sym.contrib`)", ("_contrib_",)),
           ("operators (`mx.sym`)", ("",)))
 
 
+# where a supported op still behaves unlike MXNet 1.9.1, and why
+DIFFERENCES = [
+    "Known differences from MXNet 1.9.1 among the supported names (tests/test_mxnet_semantics.py checks "
+    "the rest against MXNet's own answers; `tools/mxnet_conformance.py` runs MXNet's unit tests):", "",
+    "- `batch_take` has a gradient (MXNet registers none and refuses to bind it for training).",
+    "- float64 `arcsin`, `arccos`, `arctan`, `tan`, `cbrt`, `rcbrt`, `gamma`, `gammaln` compute in float32 on "
+    "llvm-cpu (IREE 3.13 links no float64 libm for them): a few 1e-6 relative error.",
+    "- `take(mode='raise')` checks indices bound directly as an argument (through pass-through ops such as "
+    "`BlockGrad`); indices computed in the graph are clipped. As in MXNet, the error comes out when the output "
+    "is read.",
+    "- `backward()` after `forward(is_train=False)` recomputes the activations with training semantics "
+    "(BatchNorm batch statistics, a fresh Dropout mask).",
+    "- Monitor callbacks do not see `_head_grad_<i>_id_rhs` (the head gradient's shape-only input), and a "
+    "zero gradient node is `<variable>_zeros_like<i>` where MXNet names it after the forward node.",
+    "",
+]
+
+
 def status(name: str) -> str:
     if hasattr(S, name):
         return "supported"
@@ -56,7 +74,7 @@ def section(rows: list[tuple[str, str]]) -> str:
            "`AttributeError: module 'aotexec.symbol' has no attribute '<name>'`, and a symbol JSON using the "
            "operator fails to load with `Operator '<name>' (node '...') is not registered in aotexec`.", "",
            f"{counts.count('supported')} supported, {counts.count('in progress (#18)')} in progress (#18), "
-           f"{counts.count('not yet')} not yet.", ""]
+           f"{counts.count('not yet')} not yet.", ""] + DIFFERENCES
     for title, names in groups.items():
         if not names:
             continue
