@@ -23,7 +23,7 @@ def _unbroadcast_grad(ctx, p, g):
 def _broadcasting(op: OpDef) -> OpDef:
     """An op that only broadcasts its input: its gradient sums over the broadcast axes."""
     lowers(op)(_broadcast_lower)
-    differentiable(op, ("ograd0",))(_unbroadcast_grad)
+    differentiable(op, ("ograd0",), name="_broadcast_backward")(_unbroadcast_grad)   # MXNet's shared name
     return op
 
 

@@ -216,7 +216,7 @@ def _reshape_like_shape(p: ReshapeLikeParam, ins, outs):
 
 reshape_like = _reshaping(define("reshape_like", params=ReshapeLikeParam, inputs=["lhs", "rhs"],
                                  no_grad_inputs=("rhs",),
-                                 infer_shape=_reshape_like_shape, infer_type=dtype_of_first))
+                                 infer_shape=_reshape_like_shape, infer_type=dtype_of_first), "_backward_copy")
 
 
 @dataclass(frozen=True)
