@@ -271,3 +271,11 @@ def test_gradient_arrays_of_another_dtype_receive_converted_gradients():
         ex.forward(is_train=True)
         ex.backward(ax.nd.ones((2, 3)))
         assert grads["x"].dtype == np.float64 and np.all(grads["x"].asnumpy() == want)
+
+
+def test_bound_arrays_win_over_declared_shape_and_dtype():
+    """A Variable's shape= / dtype= is a hint: bind with arrays of another shape and dtype works."""
+    a = ax.sym.Variable("a", shape=(2, 3), dtype="float16")
+    ex = (a * 2.0).bind(ax.cpu(), args={"a": ax.nd.array(np.ones((4, 5)), dtype="float32")}, grad_req="null")
+    out = ex.forward()[0]
+    assert out.shape == (4, 5) and out.dtype == np.float32 and np.all(out.asnumpy() == 2.0)
