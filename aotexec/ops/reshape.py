@@ -48,8 +48,8 @@ class ReshapeParam:
 def reshape_target(dshape: tuple[int, ...], spec: tuple[int, ...], reverse: bool = False) -> tuple[int, ...]:
     """MXNet's Reshape special codes 0, -1, -2, -3, -4 (matrix_op-inl.h, InferReshapeShape);
     unknown input dims (-1) give unknown output dims, as there."""
-    if reverse:
-        return tuple(reversed(reshape_target(tuple(reversed(dshape)), _reverse_spec(spec))))
+    if reverse:      # MXNet reverses both lists as they are (a -4 then follows its two values)
+        return tuple(reversed(reshape_target(tuple(reversed(dshape)), tuple(reversed(spec)))))
     out: list[int] = []
     src, inf = 0, -1
     i = 0
@@ -85,17 +85,6 @@ def reshape_target(dshape: tuple[int, ...], spec: tuple[int, ...], reverse: bool
     if known(dshape) and known(tuple(out)) and prod(out) != prod(dshape):
         raise ValueError(f"Target shape size is different to source. Target: {tuple(out)}\nSource: {tuple(dshape)}")
     return tuple(out)
-
-
-def _reverse_spec(spec: tuple[int, ...]) -> tuple[int, ...]:
-    # -4 takes the two following values; keep those groups intact when reversing
-    groups, i = [], 0
-    while i < len(spec):
-        if spec[i] == -4:
-            groups.append((-4, spec[i + 2], spec[i + 1])); i += 3
-        else:
-            groups.append((spec[i],)); i += 1
-    return tuple(v for g in reversed(groups) for v in ((g[0], g[1], g[2]) if g[0] == -4 else g))
 
 
 def _fill_one_unknown(data: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
