@@ -279,3 +279,18 @@ def test_bound_arrays_win_over_declared_shape_and_dtype():
     ex = (a * 2.0).bind(ax.cpu(), args={"a": ax.nd.array(np.ones((4, 5)), dtype="float32")}, grad_req="null")
     out = ex.forward()[0]
     assert out.shape == (4, 5) and out.dtype == np.float32 and np.all(out.asnumpy() == 2.0)
+
+
+def test_float16_softmax_family_computes_in_float32():
+    """MXNet's test_softmin runs float16 (MXNet accumulates it in float32); IREE 3.13 failed to
+    link aotexec's fused float16 softmax."""
+    x = ax.sym.Variable("x")
+    v = np.array([[0.5, 1.0, 2.0], [2.0, 3.0, 1.0]])
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    ex = ax.sym.Group([ax.sym.softmax(x), ax.sym.softmin(x)]).simple_bind(ax.cpu(), x=(2, 3),
+                                                                           type_dict={"x": "float16"}, grad_req="null")
+    soft, smin = ex.forward(x=v)
+    assert soft.dtype == np.float16
+    np.testing.assert_allclose(soft.asnumpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-3)
+    e = np.exp(-v + v.min(axis=1, keepdims=True))
+    np.testing.assert_allclose(smin.asnumpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-3)

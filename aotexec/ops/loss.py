@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+import numpy as np
+
 from ..base import AotexecError
 from .registry import OpDef, define, differentiable, lowers
 from .rules import dtype_of_first, known, merge, prod, same_dtype, same_shape, shape_str
@@ -18,7 +20,11 @@ from .rules import dtype_of_first, known, merge, prod, same_dtype, same_shape, s
 
 # --- softmax family ---
 def softmax_values(b, x, axis: int, temperature: float | None = None, log: bool = False):
-    """Numerically stable (log-)softmax along ``axis``."""
+    """Numerically stable (log-)softmax along ``axis``; float16 computes in float32 (MXNet
+    accumulates float16 softmax in float32; IREE 3.13's llvm-cpu also failed to link the fused
+    float16 form: undefined fmaxf)."""
+    if np.dtype(x.dtype) == np.float16:
+        return b.convert(softmax_values(b, b.convert(x, "float32"), axis, temperature, log), x.dtype)
     axis = axis % x.ndim
     if temperature is not None and temperature != 1.0:
         x = b.div(x, temperature)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
+import numpy as _numpy
 
 import aotexec as _ax
 from aotexec import AttrScope, Context, cpu, current_context, gpu  # noqa: F401
@@ -34,8 +34,8 @@ from . import test_utils  # noqa: E402,F401  (mx.test_utils.check_consistency is
 
 # numpy 2 dropped these aliases; MXNet 1.9.1's tests still use them
 for _alias, _tp in (("bool", bool), ("int", int), ("float", float), ("object", object), ("str", str)):
-    if _alias not in np.__dict__:
-        setattr(np, _alias, _tp)
+    if _alias not in _numpy.__dict__:
+        setattr(_numpy, _alias, _tp)
 sys.modules.setdefault("mxnet.nd", ndarray)
 sys.modules.setdefault("mxnet.sym", symbol)
 
