@@ -100,10 +100,10 @@ def _run(case: dict):
                   grad_req="write" if case.get("grad") else "null")
     got = {f"infer/{i}": o.asnumpy() for i, o in enumerate(ex.forward(is_train=False))}
     if case.get("grad"):
-        if not case.get("backward_after_inference"):
+        if not case.get("backward_after_inference") and not case.get("inference_backward"):
             got.update({f"train/{i}": o.asnumpy() for i, o in enumerate(ex.forward(is_train=True))})
         heads = None if case.get("loss") else [ax.nd.array(ARRAYS[f"{key}/head/{i}"]) for i in range(len(ex.outputs))]
-        ex.backward(heads)
+        ex.backward(heads, is_train=not case.get("inference_backward"))
         got.update({f"grad/{n}": g.asnumpy() for n, g in grads.items()})
         got.update({f"aux/{n}": a.asnumpy() for n, a in ex.aux_dict.items()})
     return got
@@ -294,3 +294,21 @@ def test_float16_softmax_family_computes_in_float32():
     np.testing.assert_allclose(soft.asnumpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-3)
     e = np.exp(-v + v.min(axis=1, keepdims=True))
     np.testing.assert_allclose(smin.asnumpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-3)
+
+
+def test_permanent_dropout_backward_uses_the_mask_of_the_last_forward():
+    """MXNet's test_dropout: with mode='always' the gradient of ones is the mask the last forward
+    (training or inference) drew, i.e. equals that forward's output of ones."""
+    y = ax.sym.Dropout(ax.sym.var("data"), p=0.5, mode="always")
+    exe = y.simple_bind(ax.cpu(), data=(10, 10))
+    exe.arg_arrays[0][:] = 1
+    for is_train in (True, False):
+        out = exe.forward(is_train=is_train)[0].asnumpy()
+        exe.backward([ax.nd.ones((10, 10))], is_train=is_train)
+        assert np.array_equal(exe.grad_arrays[0].asnumpy(), out) and out.max() == 2.0 and out.min() == 0.0
+
+
+def test_dropout_of_every_element_is_nan_as_in_mxnet():
+    exe = ax.sym.Dropout(ax.sym.var("data"), p=1.0).simple_bind(ax.cpu(), data=(3, 3))
+    exe.arg_arrays[0][:] = 1
+    assert np.isnan(exe.forward(is_train=True)[0].asnumpy()).all()

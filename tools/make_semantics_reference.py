@@ -106,14 +106,15 @@ def exec_case(case: dict, arrays: dict) -> dict:
     for i, o in enumerate(ex.forward(is_train=False)):
         arrays[f"{key}/infer/{i}"] = o.asnumpy()
     if case.get("grad"):
-        if not case.get("backward_after_inference"):
+        if not case.get("backward_after_inference") and not case.get("inference_backward"):
             for i, o in enumerate(ex.forward(is_train=True)):
                 arrays[f"{key}/train/{i}"] = o.asnumpy()
         rng = np.random.RandomState(1)
         heads = [rng.uniform(-1, 1, size=o.shape).astype(o.dtype) for o in ex.outputs]
         for i, h in enumerate(heads):
             arrays[f"{key}/head/{i}"] = h
-        ex.backward([mx.nd.array(h) for h in heads] if not case.get("loss") else None)
+        ex.backward([mx.nd.array(h) for h in heads] if not case.get("loss") else None,
+                    is_train=not case.get("inference_backward"))
         for n, g in grads.items():
             arrays[f"{key}/grad/{n}"] = g.asnumpy()
         for n, a in ex.aux_dict.items():

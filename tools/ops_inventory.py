@@ -42,8 +42,9 @@ DIFFERENCES = [
     "- `take(mode='raise')` checks indices bound directly as an argument (through pass-through ops such as "
     "`BlockGrad`); indices computed in the graph are clipped. As in MXNet, the error comes out when the output "
     "is read.",
-    "- `backward()` after `forward(is_train=False)` recomputes the activations with training semantics "
-    "(BatchNorm batch statistics, a fresh Dropout mask).",
+    "- `backward()` (is_train=True) after `forward(is_train=False)` recomputes the activations in training mode "
+    "(BatchNorm's batch statistics; Dropout's mask drawn from the last forward's random state) where MXNet reuses "
+    "whatever its buffers hold; `backward(is_train=False)` is the inference graph's gradient, as in MXNet.",
     "- Monitor callbacks do not see `_head_grad_<i>_id_rhs` (the head gradient's shape-only input), and a "
     "zero gradient node is `<variable>_zeros_like<i>` where MXNet names it after the forward node.",
     "",

@@ -209,6 +209,15 @@ EXEC = [
      "shapes": {"x": (4, 5), "fc_weight": (3, 5), "fc_bias": (3,)}, "grad": True, "backward_after_inference": True},
 ]
 
+EXEC += [
+    {"name": "batchnorm_inference_backward",
+     "code": f"out = mx.sym.BatchNorm({V}('x'), name='bn', fix_gamma=False)",
+     "shapes": {"x": (4, 3, 2, 2), "bn_gamma": (3,), "bn_beta": (3,), "bn_moving_mean": (3,), "bn_moving_var": (3,)},
+     "range": {"bn_moving_var": (0.5, 1.5)}, "grad": True, "inference_backward": True},
+    {"name": "dropout_inference_backward", "code": f"out = mx.sym.Dropout({V}('x') * 2.0, p=0.5)",
+     "shapes": {"x": (4, 5)}, "grad": True, "inference_backward": True},
+]
+
 # ---- monitor callback names and debug_str's backward ops ----
 MONITOR = [
     {"name": "batchnorm_outputs", "code": f"out = mx.sym.BatchNorm({V}('data'), name='bn')",

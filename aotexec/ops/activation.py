@@ -3,6 +3,7 @@ leaky_relu.cc, dropout.cc): parameters, shape rule, lowering and gradient per op
 random draws of Dropout and rrelu."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -101,6 +102,8 @@ def uniform(b, rng_state, node_index: int, shape, dtype):
 def dropout_mask(b, rng_state, node_index: int, shape, p: float, dtype):
     """Bernoulli(1 - p) / (1 - p) of ``shape``."""
     u = uniform(b, rng_state, node_index, shape, dtype)
+    if p >= 1.0:        # MXNet: every element dropped, scaled by 1/0: 0 * inf = NaN
+        return b.full_like(u, math.nan)
     keep = b.compare(u, float(p), "GE")
     return b.select(keep, b.full_like(u, 1.0 / (1.0 - p)), b.full_like(u, 0.0))
 
@@ -252,7 +255,8 @@ class DropoutParam:
 Dropout = define("Dropout", params=DropoutParam, outputs=["output", "mask"], num_visible=lambda p: 1,
                  infer_shape=same_shape, infer_type=same_dtype,
                  inplace=True, mirror_kept=True, train_mode=True, random=True,
-                 random_when=lambda p, is_train: p.p > 0 and (is_train or p.mode == "always"))
+                 random_when=lambda p, is_train: p.p > 0 and (is_train or p.mode == "always"),
+                 inference_params=lambda p: p if p.mode == "always" else dataclasses.replace(p, p=0.0))
 
 
 @lowers(Dropout)

@@ -44,7 +44,8 @@ BatchNorm = define(
     aux=["moving_mean", "moving_var"], outputs=["output", "mean", "var"],
     num_visible=lambda p: 3 if p.output_mean_var else 1,
     aux_init={"moving_mean": '["zero", {}]', "moving_var": '["one", {}]'},
-    infer_shape=_bn_shape, infer_type=same_dtype, train_mode=True, mirror_kept=True)
+    infer_shape=_bn_shape, infer_type=same_dtype, train_mode=True, mirror_kept=True,
+    inference_params=lambda p: dataclasses.replace(p, use_global_stats=True))
 
 
 def batch_norm_stats(b, x, axis: int):
@@ -149,7 +150,8 @@ BatchNorm_v1 = define(
     aux=["moving_mean", "moving_var"], outputs=["output", "mean", "var"],
     num_visible=lambda p: 3 if p.output_mean_var else 1,
     aux_init={"moving_mean": '["zero", {}]', "moving_var": '["one", {}]'},
-    infer_shape=_bn_shape, infer_type=same_dtype, train_mode=True, mirror_kept=True)
+    infer_shape=_bn_shape, infer_type=same_dtype, train_mode=True, mirror_kept=True,
+    inference_params=lambda p: dataclasses.replace(p, use_global_stats=True))
 
 
 def _variance(b, p: BatchNormParam, inv_std):

@@ -64,6 +64,9 @@ class OpDef:
     remat_lower: Callable | None = None
     backward: "OpDef | None" = None        # the generated _backward_<op> (``differentiable``)
     train_mode: bool = False               # computes differently in training (batch stats, random draws)
+    # train_mode ops: the params under which training mode computes what inference mode does
+    # (Dropout: p=0; BatchNorm: use_global_stats), for backward(is_train=False)
+    inference_params: Callable[[Any], Any] | None = None
     shape_only_inputs: tuple[int, ...] = ()   # inputs read for their shape only (``reads_value``)
     # memory planning (passes.plan_memory): output 0 may overwrite input 0 once nothing else
     # reads it (nnvm FInplaceOption {0, 0}); these outputs *are* input 0's bytes (FInplaceIdentity)

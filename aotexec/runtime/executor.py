@@ -20,6 +20,7 @@ from ..signature import Port, Role
 from .bind_args import _as_ndarray, bind_typing
 from .context import Context
 from .index_checks import index_checks, violation
+from .inference_twin import inference_symbol
 from .ndarray import NDArray, array as nd_array, zeros as nd_zeros
 from .program import Program
 from .provider import ProgramProvider
@@ -96,6 +97,8 @@ class Executor:
         self._rng_buf: NDArray | None = None
         self._scratch_outputs: list[NDArray] | None = None   # forward_train outputs nobody reads
         self._index_checks = index_checks(typing)
+        self._twin: "Executor | None" = None     # backward(is_train=False)
+        self._last_rng: np.ndarray | None = None  # the random state of the last forward
         # MXNet takes gradient arrays of another dtype than the argument's (converting)
         self._grad_casts = {n: nd_zeros(g.shape, ctx=ctx, dtype=args[n].dtype) for n, g in grads.items()
                             if g is not None and np.dtype(g.dtype) != np.dtype(args[n].dtype)}
@@ -161,12 +164,18 @@ class Executor:
             self._programs[key] = prog
         return prog
 
-    def _rng(self, prog: Program, entry: str) -> list:
-        """The (seed, counter) state random ops read; a new counter every training call."""
+    def _rng(self, prog: Program, entry: str, replay: bool = False) -> list:
+        """The (seed, counter) state random ops read; a new counter every call, or with ``replay``
+        the last forward's (so recomputed activations draw the masks that forward drew)."""
         if not prog.entry(entry).takes_rng:
             return []
         from .. import random as ax_random
-        state = np.array([ax_random.current_seed(), ax_random.next_stream()], dtype=np.uint64)
+        if replay and self._last_rng is not None:
+            state = self._last_rng
+        else:
+            state = np.array([ax_random.current_seed(), ax_random.next_stream()], dtype=np.uint64)
+        if entry != "backward":
+            self._last_rng = state
         if self._rng_buf is None:
             self._rng_buf = nd_array(state, ctx=self._ctx)
         else:
@@ -227,6 +236,16 @@ class Executor:
                                "forward(is_train=True) on this executor since; train with one executor per "
                                "thread (simple_bind(..., shared_exec=...) shares the weights)")
 
+    def _inference_twin(self) -> "Executor":
+        """An executor of the inference-mode graph sharing this one's arrays (built once)."""
+        if self._twin is None:
+            sym = inference_symbol(self._symbol)
+            shapes = {n: a.shape for n, a in {**self.arg_dict, **self.aux_dict}.items()}
+            dtypes = {n: np.dtype(a.dtype) for n, a in {**self.arg_dict, **self.aux_dict}.items()}
+            self._twin = Executor(sym, self._ctx, bind_typing(sym, shapes, dtypes), self.arg_dict, self.grad_dict,
+                                  self._grad_req, self.aux_dict, self._provider)
+        return self._twin
+
     def _recompute_residuals(self) -> None:
         """MXNet allows backward() after forward() / forward(is_train=False) (or with no forward
         at all): the gradient is taken at the current arguments.  The activations backward
@@ -236,7 +255,7 @@ class Executor:
         if self._scratch_outputs is None:
             self._scratch_outputs = [nd_zeros(shape, ctx=self._ctx, dtype=dtype) for shape, dtype in self._output_types]
         res = self._residual_targets(prog, "forward_train")
-        self._call(prog, "forward_train", self._views() + self._rng(prog, "forward_train"),
+        self._call(prog, "forward_train", self._views() + self._rng(prog, "forward_train", replay=True),
                    [o.handle for o in self._scratch_outputs] + res)
         self._residuals = res
 
@@ -407,8 +426,14 @@ class Executor:
 
     @serialized
     def backward(self, out_grads=None, is_train: bool = True) -> None:
-        """Gradients into ``grad_arrays`` (write / add), and BatchNorm's moving statistics."""
+        """Gradients into ``grad_arrays`` (write / add), and BatchNorm's moving statistics;
+        with ``is_train=False`` the gradient of the inference-mode graph (runtime.inference_twin)."""
         if not self._wrt:
+            return
+        if not is_train and self._train_differs:
+            twin = self._inference_twin()
+            twin._residuals, twin._last_rng = None, self._last_rng   # this executor's last forward
+            twin.backward(out_grads)
             return
         self._check_backward_ready()
         prog = self._program(("forward_train", "backward"))

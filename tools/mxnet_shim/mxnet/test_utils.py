@@ -346,7 +346,7 @@ def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rto
     exe.backward()
     symbolic = {k: exe.grad_dict[k] for k in reqs}
     numeric = numeric_grad(exe, location_np, aux_np, eps=eps, use_forward_train=use_forward_train, dtype=dtype)
-    _check_grads(numeric, symbolic, reqs, dirty, rtol, atol, False, ("NUMERICAL", "BACKWARD"))
+    _check_grads({k: numeric[k] for k in reqs}, symbolic, reqs, dirty, rtol, atol, False, ("NUMERICAL", "BACKWARD"))
 
 
 def check_consistency(sym, ctx_list, scale=1.0, grad_req="write", arg_params=None, aux_params=None, rtol=None,
