@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("unittest_dir", nargs="?")
     ap.add_argument("--files", nargs="+", default=list(DEFAULT_FILES))
-    ap.add_argument("-k", dest="pattern", help="run tests whose name contains this")
+    ap.add_argument("-k", dest="pattern", help="run tests whose name contains this (comma-separated: any of these)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
     ap.add_argument("--max-executors", type=int, default=40, help="executors (compiles) per test")
     ap.add_argument("--python", default=sys.executable)
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict]] = {}
     for fname in args.files:
         path = root / fname
-        names = [n for n in collect(path) if not args.pattern or args.pattern in n]
+        names = [n for n in collect(path) if not args.pattern or any(p in n for p in args.pattern.split(","))]
         print(f"== {fname}: {len(names)} tests", flush=True)
         results[fname] = run_file(path, names, args, lambda r: print(
             f"  {r['status']:<16} {r['test']}" + (f"  {r['detail']}" if r["detail"] else ""), flush=True))
