@@ -66,8 +66,8 @@ def infer_type_case(case: dict) -> dict:
         assert case["error"] in str(e), (case["name"], str(e))
         return dict(case)
     name = lambda t: None if t is None else np.dtype(t).name  # noqa: E731
-    return dict(case, arg=None if arg is None else [name(t) for t in arg],
-                out=None if out is None else [name(t) for t in out], aux=None if aux is None else [name(t) for t in aux])
+    names = lambda ts: None if ts is None else [name(t) for t in ts]  # noqa: E731
+    return dict(case, arg=names(arg), out=names(out), aux=names(aux))
 
 
 def error_case(case: dict) -> dict:

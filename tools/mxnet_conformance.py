@@ -121,8 +121,9 @@ def run_file(path: Path, names: list[str], args, log) -> list[dict]:
         r, w = os.pipe()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SHIM), str(path.parent)] +
                                                            [p for p in [os.environ.get("PYTHONPATH")] if p]))
-        proc = subprocess.Popen([args.python, str(Path(__file__).resolve()), "--worker", str(path),
-                                 "--max-executors", str(args.max_executors), "--fd", str(w), "--tests", ",".join(pending)],
+        cmd = [args.python, str(Path(__file__).resolve()), "--worker", str(path), "--max-executors",
+               str(args.max_executors), "--fd", str(w), "--tests", ",".join(pending)]
+        proc = subprocess.Popen(cmd,
                                 pass_fds=(w,), cwd=workdir, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL if not args.verbose else None, start_new_session=True)
         os.close(w)

@@ -68,8 +68,8 @@ INFER = [
     _infer("fc_no_flatten_partial", f"out = mx.sym.FullyConnected({V}('x'), num_hidden=3, flatten=False, name='fc')",
            x=(0, 2, 4)),
     _infer("pooling_partial", f"out = mx.sym.Pooling({V}('x'), kernel=(2, 2), pool_type='max')", x=(0, 3, 4, 4)),
-    _infer("pooling_same_1d", f"out = mx.sym.Pooling({V}('x'), kernel=(2,), stride=(2,), pad=(0, 0, 0), pool_type='max', "
-           "pooling_convention='same')", x=(1, 1, 10)),
+    _infer("pooling_same_1d", f"out = mx.sym.Pooling({V}('x'), kernel=(2,), stride=(2,), pad=(0, 0, 0), "
+           "pool_type='max', pooling_convention='same')", x=(1, 1, 10)),
     _infer("batchnorm_partial", f"out = mx.sym.BatchNorm({V}('x'), name='bn')", x=(0, 3, 4, 4)),
     _infer("sum_partial", f"out = mx.sym.sum({V}('x'), axis=1)", x=(0, 3, 4)),
     _infer("expand_dims_partial", f"out = mx.sym.expand_dims({V}('x'), axis=1)", x=(0, 3)),
@@ -118,7 +118,8 @@ ERRORS = [
     {"name": "elemwise_shape_mismatch", "code": f"a, b = {V}('a'), {V}('b')\nout = mx.sym.elemwise_add(a, b, name='p')",
      "call": "out.infer_shape(a=(4, 3), b=(2, 3))",
      "phrase": "Error in operator p: "},
-    {"name": "elemwise_shape_mismatch_detail", "code": f"a, b = {V}('a'), {V}('b')\nout = mx.sym.elemwise_add(a, b, name='p')",
+    {"name": "elemwise_shape_mismatch_detail",
+     "code": f"a, b = {V}('a'), {V}('b')\nout = mx.sym.elemwise_add(a, b, name='p')",
      "call": "out.infer_shape(a=(4, 3), b=(2, 3))",
      "phrase": "Incompatible attr in node p at 1-th input: expected [4,3], got [2,3]"},
     {"name": "elemwise_dtype_mismatch", "code": f"a, b = {V}('a'), {V}('b')\nout = mx.sym.elemwise_add(a, b, name='p')",
@@ -171,7 +172,8 @@ EXEC = [
     {"name": "selu_gradient", "code": f"out = mx.sym.LeakyReLU({V}('x'), act_type='selu')",
      "shapes": {"x": (4, 6)}, "range": {"x": (-2.0, 2.0)}, "grad": True},
     {"name": "power_symbol_scalar",
-     "code": f"x = {V}('x')\nout = mx.sym.Group([mx.sym.power(x, 2.0), mx.sym.power(3.0, x), mx.sym.power(x, {V}('y'))])",
+     "code": f"x = {V}('x')\nout = mx.sym.Group([mx.sym.power(x, 2.0), mx.sym.power(3.0, x), "
+             f"mx.sym.power(x, {V}('y'))])",
      "shapes": {"x": (3, 4), "y": (3, 4)}, "range": {"x": (0.5, 2.0)}, "grad": True},
     {"name": "hypot_maximum_minimum",
      "code": f"x, y = {V}('x'), {V}('y')\nout = mx.sym.Group([mx.sym.hypot(x, 4.0), mx.sym.hypot(x, y), "

@@ -490,7 +490,8 @@ def _where_shape(p, ins, outs):
     if s is not None and len(cond) == len(s):
         s = cond = merge(s, cond)
     elif s is not None and len(cond) == 1 and s[0] >= 0 and cond[0] != s[0]:
-        raise ValueError(f"where: a 1-D condition of size {cond[0]} needs x and y of {cond[0]} rows, got {shape_str(s)}")
+        raise ValueError(f"where: a 1-D condition of size {cond[0]} needs x and y of {cond[0]} rows, "
+                         f"got {shape_str(s)}")
     return [cond, s, s], [s]
 
 

@@ -198,8 +198,8 @@ def _reshape_like_shape(p: ReshapeLikeParam, ins, outs):
     rb, re = _like_range(len(rhs), "rhs", p.rhs_begin, p.rhs_end)
     out = tuple(lhs[:lb]) + tuple(rhs[rb:re]) + tuple(lhs[le:])
     if known(lhs) and known(out) and prod(lhs) != prod(out):
-        raise ValueError(f"Cannot reshape lhs with shape {shape_str(lhs)}to new shape {shape_str(out)} because they have "
-                         "different size.")
+        raise ValueError(f"Cannot reshape lhs with shape {shape_str(lhs)}to new shape {shape_str(out)} "
+                         "because they have different size.")
     return ins, [out]
 
 
