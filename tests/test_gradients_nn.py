@@ -324,8 +324,9 @@ def test_dropout_training_masks(ctx):
 
 def test_dropout_nodes_axes_and_modes():
     x = np.ones((8, 6, 10), np.float32)
-    sym = S.Group([S.Dropout(V("x"), p=0.5, name="d1"), S.Dropout(V("x"), p=0.5, name="d2"),
-                   S.Dropout(V("x"), p=0.5, axes=(1,), name="d3")])
+    v = V("x")         # one variable: two of one name are refused at bind
+    sym = S.Group([S.Dropout(v, p=0.5, name="d1"), S.Dropout(v, p=0.5, name="d2"),
+                   S.Dropout(v, p=0.5, axes=(1,), name="d3")])
     ex = sym.bind(ax.cpu(), args={"x": ax.nd.array(x)}, args_grad={"x": ax.nd.zeros(x.shape)})
     d1, d2, d3 = (o.asnumpy() for o in ex.forward(is_train=True))
     assert not np.array_equal(d1, d2)                 # each node its own stream
