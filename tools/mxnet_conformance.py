@@ -69,6 +69,15 @@ def _test_frame(exc: BaseException, test_file: str) -> str:
     return f"line {frames[-1].lineno}" if frames else "?"
 
 
+def _seed(seed: int) -> None:
+    import random
+    import numpy as np
+    import mxnet as mx
+    random.seed(seed)
+    np.random.seed(seed)
+    mx.random.seed(seed)
+
+
 def _run_one(fn) -> None:
     result = fn()
     if hasattr(result, "__next__"):      # nose generator test: yields (function, *args)
@@ -96,6 +105,7 @@ def worker(path: str, names: list[str], max_executors: int, out_fd: int) -> None
     for name in names:
         out.write(json.dumps({"event": "start", "test": name}) + "\n")
         h.reset(max_executors)
+        _seed(int(os.environ.get("MXNET_TEST_SEED", "0")))    # tests without @with_seed repeat too
         t = time.time()
         try:
             _run_one(getattr(module, name))
@@ -120,7 +130,8 @@ def run_file(path: Path, names: list[str], args, log) -> list[dict]:
     while pending:
         r, w = os.pipe()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SHIM), str(path.parent)] +
-                                                           [p for p in [os.environ.get("PYTHONPATH")] if p]))
+                                                           [p for p in [os.environ.get("PYTHONPATH")] if p]),
+                   MXNET_TEST_SEED=str(args.seed), MXNET_MODULE_SEED=str(args.seed))
         cmd = [args.python, str(Path(__file__).resolve()), "--worker", str(path), "--max-executors",
                str(args.max_executors), "--fd", str(w), "--tests", ",".join(pending)]
         proc = subprocess.Popen(cmd,
@@ -208,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-k", dest="pattern", help="run tests whose name contains this (comma-separated: any of these)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
     ap.add_argument("--max-executors", type=int, default=40, help="executors (compiles) per test")
+    ap.add_argument("--seed", type=int, default=42,
+                    help="MXNET_TEST_SEED / MXNET_MODULE_SEED, so random shapes repeat between runs")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--json", help="write every result here")
     ap.add_argument("--compare", help="a --json file of an earlier run: list what changed")
