@@ -220,6 +220,16 @@ EXEC += [
      "shapes": {"x": (4, 5)}, "grad": True, "inference_backward": True},
 ]
 
+EXEC += [
+    {"name": "moments", "code": f"m = mx.sym.moments({V}('x'), axes=(0, 2), keepdims=True)\n"
+     "out = mx.sym.Group([m[0], m[1]])", "shapes": {"x": (3, 4, 5)}, "grad": True},
+    {"name": "svm_output_l1", "code": f"out = mx.sym.SVMOutput({V}('x'), {V}('l'), use_linear=True)",
+     "shapes": {"x": (6, 4), "l": (6,)}, "range": {"l": (0.0, 3.99)}, "grad": True, "loss": True, "no_grad": ["l"]},
+    {"name": "svm_output_l2", "code": f"out = mx.sym.SVMOutput({V}('x'), {V}('l'), margin=0.5, "
+     "regularization_coefficient=2.0)", "shapes": {"x": (6, 4), "l": (6,)}, "range": {"l": (0.0, 3.99)},
+     "grad": True, "loss": True, "no_grad": ["l"]},
+]
+
 # ---- monitor callback names and debug_str's backward ops ----
 MONITOR = [
     {"name": "batchnorm_outputs", "code": f"out = mx.sym.BatchNorm({V}('data'), name='bn')",

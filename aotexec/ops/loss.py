@@ -308,6 +308,43 @@ LogisticRegressionOutput = _regression_output("LogisticRegressionOutput", "logis
 MAERegressionOutput = _regression_output("MAERegressionOutput", "mae", _identity_loss_lower)
 
 
+# --- SVMOutput (src/operator/svm_output-inl.h): the identity forward, the hinge loss's gradient ---
+@dataclass(frozen=True)
+class SVMOutputParam:
+    margin: float = 1.0
+    regularization_coefficient: float = 1.0
+    use_linear: bool = False
+
+
+def _svm_shape(p: SVMOutputParam, ins, outs):
+    data = ins[0]
+    if data is None:
+        return ins, outs
+    return [data, merge(ins[1], tuple(data[:-1]))], [data]
+
+
+SVMOutput = define("SVMOutput", params=SVMOutputParam, inputs=["data", "label"], is_loss=True,
+                   no_grad_inputs=("label",), infer_shape=_svm_shape, infer_type=same_dtype)
+lowers(SVMOutput)(_identity_loss_lower)
+
+
+@differentiable(SVMOutput, ("out0", "in1"))
+def _svm_grad(ctx, p: SVMOutputParam, y, label):
+    """MXNet's L1_SVM / L2_SVM: with s = +1 for the label's class and -1 for the others, where
+    s y < margin the gradient is -s reg (linear) or -2 s reg (margin - s y) (squared); the head
+    gradient is ignored."""
+    b = ctx.b
+    y2 = b.reshape(y, (y.shape[0], prod(y.shape[1:])))
+    ids = b.convert(b.reshape(label, (y.shape[0],)), "int32")
+    own = b.compare(b.iota(y2.shape, 1, "int32"), b.broadcast_in_dim(ids, y2.shape, [0]), "EQ")
+    s = b.select(own, b.full_like(y2, 1.0), b.full_like(y2, -1.0))
+    t = b.mul(s, y2)
+    reg = p.regularization_coefficient
+    g = b.mul(s, -reg) if p.use_linear else b.mul(b.mul(s, -2.0 * reg), b.sub(p.margin, t))
+    g = b.select(b.compare(t, p.margin, "LT"), g, b.full_like(g, 0.0))
+    return [b.reshape(g, y.shape), None]
+
+
 # --- MakeLoss / make_loss: the gradient is a constant, the head gradient is ignored ---
 @dataclass(frozen=True)
 class MakeLossParam:

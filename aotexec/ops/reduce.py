@@ -204,3 +204,49 @@ argmax_channel = define("argmax_channel", params=ArgmaxChannelParam, infer_shape
                         zero_grad=True, listed_inputs=False)
 lowers(argmax_channel)(_arg_rule("max"))
 differentiable(argmax_channel, ())(lambda ctx, p: [None])
+
+
+# --- moments (src/operator/nn/moments-inl.h): mean and (biased) variance over ``axes`` ---
+@dataclass(frozen=True)
+class MomentsParam:
+    axes: Optional[Shape] = None
+    keepdims: bool = False
+
+    def check(self):
+        if not self.axes:
+            raise ValueError("Empty axes is not supported, if you would like to do global moments, please pass "
+                             "all axes to axes argument")
+
+    def reduced(self, ndim: int) -> tuple[int, ...]:
+        return tuple(sorted({norm_axis(a, ndim, "moments") for a in self.axes}))
+
+
+@ranked
+def _moments_shape(p: MomentsParam, data):
+    s = reduced_shape(tuple(data), p.reduced(len(data)), p.keepdims)
+    return [s, s]
+
+
+moments = define("moments", params=MomentsParam, outputs=["output0", "output1"], infer_shape=_moments_shape,
+                 infer_type=same_dtype)
+
+
+@lowers(moments)
+def _moments_lower(ctx, p: MomentsParam, x):
+    b = ctx.b
+    axes = p.reduced(x.ndim)
+    n = float(prod(x.shape[a] for a in axes))
+    mean = b.div(b.reduce(x, axes, "add"), n)
+    d = b.sub(x, _expand(b, mean, x.shape, axes))
+    var = b.div(b.reduce(b.mul(d, d), axes, "add"), n)
+    return [b.reshape(mean, ctx.out_shapes[0]), b.reshape(var, ctx.out_shapes[1])]
+
+
+@differentiable(moments, ("ograd0", "ograd1", "in0", "out0"))
+def _moments_grad(ctx, p: MomentsParam, g_mean, g_var, x, mean):
+    """(g_mean + 2 g_var (x - mean)) / n."""
+    b = ctx.b
+    axes = p.reduced(x.ndim)
+    n = float(prod(x.shape[a] for a in axes))
+    up = lambda v: _expand(b, v, x.shape, axes)  # noqa: E731
+    return [b.div(b.add(up(g_mean), b.mul(b.mul(up(g_var), b.sub(x, up(mean))), 2.0)), n)]
