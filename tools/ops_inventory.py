@@ -37,8 +37,9 @@ DIFFERENCES = [
     "Known differences from MXNet 1.9.1 among the supported names (tests/test_mxnet_semantics.py checks "
     "the rest against MXNet's own answers; `tools/mxnet_conformance.py` runs MXNet's unit tests):", "",
     "- `batch_take` has a gradient (MXNet registers none and refuses to bind it for training).",
-    "- float64 `arcsin`, `arccos`, `arctan`, `tan`, `cbrt`, `rcbrt`, `gamma`, `gammaln` compute in float32 on "
-    "llvm-cpu (IREE 3.13 links no float64 libm for them): a few 1e-6 relative error.",
+    "- float64 `gamma` / `gammaln` (and their gradients' digamma) compute in float32 on llvm-cpu (IREE 3.13 links "
+    "no float64 lgamma); float64 `sin`, `cos`, `tan`, `arcsin`, `arccos`, `arctan`, `cbrt`, `rcbrt` are "
+    "aotexec's own (fdlibm's kernels, Newton steps: `ops/libm.py`), within an ulp or two.",
     "- `take(mode='raise')` checks indices bound directly as an argument (through pass-through ops such as "
     "`BlockGrad`); indices computed in the graph are clipped. As in MXNet, the error comes out when the output "
     "is read.",

@@ -19,6 +19,7 @@ import numpy as np
 from ..base import AotexecError
 from ..emitter import unbroadcast
 from ..util import is_np_shape
+from . import libm
 from .registry import define, differentiable, lowers
 from .rules import fixed_dtype, known, merge, same_dtype, same_shape, shape_str
 
@@ -30,26 +31,11 @@ def _bool_op(b, name, p, q):
 
 
 def _chlo(b, name, x):
-    """CHLO math (asin, erf, lgamma...): IREE's input pipeline legalizes it on every target."""
-    if name in _NO_F64 and np.dtype(x.dtype) == np.float64:
-        return _in_f32(b, lambda v: _chlo(b, name, v), x)
-    return b.op(f"chlo.{name}", [x], x.shape, x.dtype)
-
-
-# IREE 3.13's llvm-cpu links no float64 atan2 / tan / cbrt / lgamma (undefined symbols at link):
-# these compute in float32 for float64 inputs (a few 1e-6 relative error at most)
-_NO_F64 = frozenset({"atan", "asin", "acos", "lgamma", "digamma", "tan", "cbrt"})
-
-
-def _in_f32(b, fn, x):
-    return b.convert(fn(b.convert(x, "float32")), x.dtype)
+    return libm.chlo(b, name, x)
 
 
 def _math(b, name, x):
-    """A stablehlo unary op (tan, cbrt...), in float32 where IREE has no float64 one."""
-    if name in _NO_F64 and np.dtype(x.dtype) == np.float64:
-        return _in_f32(b, lambda v: b.unary(name, v), x)
-    return b.unary(name, x)
+    return libm.unary(b, name, x)
 
 
 def _nonzero(b, x):
@@ -286,8 +272,8 @@ ELEMWISE: tuple[Row, ...] = (
     unary("square", lambda b, x: b.mul(x, x), ("in0",), lambda b, g, x: b.mul(g, b.mul(x, 2.0)), inplace=True),
     unary("abs", lambda b, x: b.abs(x), ("in0",), lambda b, g, x: b.mul(g, b.unary("sign", x)), inplace=True),
     unary("sign", lambda b, x: b.unary("sign", x), zero_grad=True),
-    unary("sin", lambda b, x: b.unary("sine", x), ("in0",), lambda b, g, x: b.mul(g, b.unary("cosine", x))),
-    unary("cos", lambda b, x: b.unary("cosine", x), ("in0",), lambda b, g, x: b.mul(g, b.neg(b.unary("sine", x)))),
+    unary("sin", lambda b, x: _math(b, "sine", x), ("in0",), lambda b, g, x: b.mul(g, _math(b, "cosine", x))),
+    unary("cos", lambda b, x: _math(b, "cosine", x), ("in0",), lambda b, g, x: b.mul(g, b.neg(_math(b, "sine", x)))),
     unary("tan", lambda b, x: _math(b, "tan", x), ("out0",), lambda b, g, y: b.mul(g, b.add(_sq(b, y), 1.0))),
     unary("arcsin", lambda b, x: _chlo(b, "asin", x), ("in0",), lambda b, g, x: b.mul(g, _inv_sqrt_1m(b, x, -1.0))),
     unary("arccos", lambda b, x: _chlo(b, "acos", x),
