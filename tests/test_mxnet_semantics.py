@@ -247,14 +247,15 @@ def test_unknown_shapes_make_no_array_outside_numpy_shape():
 
 def test_float64_math_without_float64_libm_in_iree():
     """MXNet's test_unary_math_operators runs float64 with rtol 1e-7; IREE 3.13's llvm-cpu links
-    no float64 atan2 / tan / cbrt / lgamma: float32 results refined by float64 Newton steps
-    (ops/libm.py), lgamma at float32 precision."""
+    no float64 sin / cos / tan / atan2 / cbrt / tanh / fmod / lgamma: ops/libm.py computes them
+    (lgamma at float32 precision)."""
     import math
     x = ax.sym.Variable("x")
     ops = {"sin": np.sin, "cos": np.cos, "arcsin": np.arcsin, "arccos": np.arccos, "arctan": np.arctan, "tan": np.tan,
-           "cbrt": np.cbrt,
+           "cbrt": np.cbrt, "tanh": np.tanh, "_mod_scalar": lambda v: np.mod(v, 0.35),
            "rcbrt": lambda v: 1 / np.cbrt(v), "gammaln": np.vectorize(lambda t: math.lgamma(t) if t > 0 else np.nan)}
-    ex = ax.sym.Group([getattr(ax.sym, op)(x) for op in ops]).simple_bind(ax.cpu(), x=(8,), type_dict={"x": "float64"})
+    syms = [getattr(ax.sym, op)(x, scalar=0.35) if op == "_mod_scalar" else getattr(ax.sym, op)(x) for op in ops]
+    ex = ax.sym.Group(syms).simple_bind(ax.cpu(), x=(8,), type_dict={"x": "float64"})
     v = np.array([-1.0, 0.1, 0.3, 0.6, 0.9, 1.0, -0.75, 0.0])
     for got, (op, fn) in zip(ex.forward(x=v), ops.items()):
         assert got.dtype == np.float64

@@ -38,7 +38,7 @@ DIFFERENCES = [
     "the rest against MXNet's own answers; `tools/mxnet_conformance.py` runs MXNet's unit tests):", "",
     "- `batch_take` has a gradient (MXNet registers none and refuses to bind it for training).",
     "- float64 `gamma` / `gammaln` (and their gradients' digamma) compute in float32 on llvm-cpu (IREE 3.13 links "
-    "no float64 lgamma); float64 `sin`, `cos`, `tan`, `arcsin`, `arccos`, `arctan`, `cbrt`, `rcbrt` are "
+    "no float64 lgamma); float64 `sin`, `cos`, `tan`, `arcsin`, `arccos`, `arctan`, `cbrt`, `rcbrt`, `tanh`, `mod` are "
     "aotexec's own (fdlibm's kernels, Newton steps: `ops/libm.py`), within an ulp or two.",
     "- `take(mode='raise')` checks indices bound directly as an argument (through pass-through ops such as "
     "`BlockGrad`); indices computed in the graph are clipped. As in MXNet, the error comes out when the output "

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..base import AotexecError
 from ..emitter import rng_bits
+from . import libm
 from .params import Shape
 from .registry import define, differentiable, lowers
 from .rules import merge, same_dtype, same_shape
@@ -34,7 +35,7 @@ def activation(b, act_type: str, x):
     if act_type == "sigmoid":
         return b.logistic(x)
     if act_type == "tanh":
-        return b.tanh(x)
+        return libm.tanh(b, x)
     if act_type == "softrelu":  # log(1 + exp(x)), stable for large |x|
         return b.add(b.max(x, 0.0), b.unary("log_plus_one", b.exp(b.neg(b.abs(x)))))
     if act_type == "softsign":
@@ -42,7 +43,7 @@ def activation(b, act_type: str, x):
     if act_type == "log_sigmoid":
         return b.neg(activation(b, "softrelu", b.neg(x)))
     if act_type == "mish":
-        return b.mul(x, b.tanh(activation(b, "softrelu", x)))
+        return b.mul(x, libm.tanh(b, activation(b, "softrelu", x)))
     raise ValueError(f"unknown act_type {act_type}")
 
 
@@ -75,7 +76,7 @@ def _activation_grad(ctx, p: ActivationParam, g, v):
         return [b.mul(g, b.sub(b.full_like(v, 1.0), b.logistic(v)))]
     if p.act_type == "mish":   # v is x
         sp = activation(b, "softrelu", v)
-        t = b.tanh(sp)
+        t = libm.tanh(b, sp)
         dt = b.mul(b.sub(b.full_like(t, 1.0), b.mul(t, t)), b.logistic(v))
         return [b.mul(g, b.add(t, b.mul(v, dt)))]
     return [activation_grad(b, p.act_type, g, v)]

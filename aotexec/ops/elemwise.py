@@ -49,7 +49,7 @@ def _as(b, pred, like):
 
 def _mod(b, x, y):
     """MXNet/numpy mod: the result takes the divisor's sign; x mod 0 = 0."""
-    r = b.rem(x, y)
+    r = libm.rem(b, x, y)
     fix = _bool_op(b, "and", _nonzero(b, r), _bool_op(b, "xor", b.compare(r, 0.0, "LT"), b.compare(y, 0.0, "LT")))
     r = b.select(fix, b.add(r, y), r)
     return b.select(b.compare(y, 0.0, "EQ"), b.full_like(x, 0.0), r)
@@ -59,7 +59,7 @@ def _gamma(b, x):
     # |Gamma| = exp(lgamma); negative for x < 0 with odd floor(x)
     g = b.exp(_chlo(b, "lgamma", x))
     fl = b.unary("floor", x)
-    odd = b.compare(b.rem(fl, 2.0), 0.0, "NE")
+    odd = b.compare(libm.rem(b, fl, 2.0), 0.0, "NE")
     neg = _bool_op(b, "and", b.compare(x, 0.0, "LT"), odd)
     return b.select(neg, b.neg(g), g)
 
@@ -252,7 +252,7 @@ ELEMWISE: tuple[Row, ...] = (
           inplace=True, layout_agnostic=True, backward=dict(inplace=True, layout_agnostic=True)),
     unary("sigmoid", lambda b, x: b.logistic(x), ("out0",), lambda b, g, y: b.mul(g, b.mul(y, b.sub(1.0, y))),
           inplace=True, layout_agnostic=True),
-    unary("tanh", lambda b, x: b.tanh(x), ("out0",), lambda b, g, y: b.mul(g, b.sub(1.0, b.mul(y, y))),
+    unary("tanh", lambda b, x: libm.tanh(b, x), ("out0",), lambda b, g, y: b.mul(g, b.sub(1.0, b.mul(y, y))),
           inplace=True, layout_agnostic=True),
     unary("softsign", lambda b, x: b.div(x, b.add(b.abs(x), 1.0)),
           ("in0",), lambda b, g, x: b.div(g, _sq(b, b.add(b.abs(x), 1.0)))),

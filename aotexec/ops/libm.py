@@ -1,8 +1,8 @@
-"""float64 math IREE 3.13's llvm-cpu cannot link (no float64 sin, cos, tan, atan2, cbrt, lgamma,
-digamma in its runtime; MXNet's own float64 tests failed to compile and ask for 1e-7 relative):
-sin / cos from fdlibm's reduction and kernel polynomials, tan = sin / cos, and asin / acos /
-atan / cbrt as the float32 result refined by float64 Newton steps.  lgamma / digamma stay at
-float32 precision."""
+"""float64 math IREE 3.13's llvm-cpu cannot link (no float64 sin, cos, tan, atan2, cbrt, tanh,
+fmod, lgamma, digamma in its runtime; MXNet's own float64 tests failed to compile and ask for
+1e-7 relative): sin / cos from fdlibm's reduction and kernel polynomials, tan = sin / cos, asin /
+acos / atan / cbrt as the float32 result refined by float64 Newton steps, tanh from expm1, fmod
+from trunc.  lgamma / digamma stay at float32 precision."""
 from __future__ import annotations
 
 import numpy as np
@@ -82,3 +82,21 @@ def unary(b, name: str, x):
     if name in NO_F64 and _f64(x):
         return _refine(b, name, x, b.convert(b.unary(name, b.convert(x, "float32")), x.dtype))
     return b.unary(name, x)
+
+
+def tanh(b, x):
+    """float64 tanh as sign(x) * -expm1(-2|x|) / (2 + expm1(-2|x|)) (no float64 tanh to link)."""
+    if not _f64(x):
+        return b.tanh(x)
+    e = b.unary("exponential_minus_one", b.mul(b.abs(x), -2.0))
+    return b.mul(b.unary("sign", x), b.div(b.neg(e), b.add(e, 2.0)))
+
+
+def rem(b, x, y):
+    """x - trunc(x / y) * y in float64 (no float64 fmod to link); stablehlo.remainder otherwise."""
+    if not _f64(x):
+        return b.rem(x, y)
+    y = y if not isinstance(y, (int, float)) else b.full_like(x, float(y))
+    q = b.div(x, y)
+    trunc = b.select(b.compare(q, 0.0, "LT"), b.unary("ceil", q), b.unary("floor", q))
+    return b.sub(x, b.mul(trunc, y))
