@@ -230,6 +230,17 @@ EXEC += [
      "grad": True, "loss": True, "no_grad": ["l"]},
 ]
 
+EXEC += [
+    {"name": "diag_1d", "code": f"out = mx.sym.diag({V}('x'), k=-1)", "shapes": {"x": (4,)}, "grad": True},
+    {"name": "diag_2d", "code": f"out = mx.sym.diag({V}('x'), k=2)", "shapes": {"x": (3, 5)}, "grad": True},
+    {"name": "diag_nd_axes", "code": f"out = mx.sym.diag({V}('x'), k=-1, axis1=2, axis2=0)",
+     "shapes": {"x": (3, 2, 4)}, "grad": True},
+    {"name": "multi_all_finite",
+     "code": f"x, y = {V}('x'), {V}('y')\nout = mx.sym.Group([mx.sym.all_finite(x), "
+             "mx.sym.multi_all_finite(x, y / x, num_arrays=2)])",
+     "shapes": {"x": (2, 3), "y": (2, 3)}, "range": {"x": (0.0, 0.0)}},
+]
+
 # ---- monitor callback names and debug_str's backward ops ----
 MONITOR = [
     {"name": "batchnorm_outputs", "code": f"out = mx.sym.BatchNorm({V}('data'), name='bn')",

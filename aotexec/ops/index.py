@@ -297,3 +297,87 @@ def _one_hot_lower(ctx, p: OneHotParam, idx):
 
 
 differentiable(one_hot, ())(lambda ctx, p: [None])
+
+
+# --- diag (src/operator/tensor/diag_op-inl.h): a 1-D input's diagonal matrix, or an N-D input's
+# diagonal over (axis1, axis2) as its last axis; the k-th diagonal, above the main one for k > 0 ---
+@dataclass(frozen=True)
+class DiagParam:
+    k: int = 0
+    axis1: int = 0
+    axis2: int = 1
+
+
+def _diag_axes(p: DiagParam, nd: int) -> tuple[int, int]:
+    a1, a2 = norm_axis(p.axis1, nd, "diag"), norm_axis(p.axis2, nd, "diag")
+    if a1 == a2:
+        raise ValueError(f"axis1 and axis2 cannot refer to the same axis {a1}")
+    return a1, a2
+
+
+@forward
+def _diag_shape(p: DiagParam, x):
+    if len(x) == 1:
+        return (x[0] + abs(p.k),) * 2
+    a1, a2 = _diag_axes(p, len(x))
+    size = min(x[a1] + min(p.k, 0), x[a2] - max(p.k, 0))
+    if size <= 0:
+        raise ValueError("Diagonal does not exist.")
+    return tuple(d for i, d in enumerate(x) if i not in (a1, a2)) + (size,)
+
+
+diag = define("diag", params=DiagParam, infer_shape=_diag_shape, infer_type=same_dtype)
+
+
+def _diag_start(p: DiagParam, cols: int) -> int:
+    """Flat offset of the diagonal's first element in a (rows, cols) matrix; the next are cols + 1 on."""
+    return max(-p.k, 0) * cols + max(p.k, 0)
+
+
+def _diag_matrix(b, v, p: DiagParam, m: int):
+    """(..., n) -> (..., m, m) with v on the k-th diagonal: interior padding puts m zeros between."""
+    n = v.shape[-1]
+    start = _diag_start(p, m)
+    lead = [0] * (v.ndim - 1)
+    flat = b.pad(v, 0.0, lead + [start], lead + [m * m - start - (n - 1) * (m + 1) - 1], lead + [m])
+    return b.reshape(flat, v.shape[:-1] + (m, m))
+
+
+def _diag_of(b, x, p: DiagParam, n: int):
+    """(..., rows, cols) -> (..., n): every (cols + 1)-th element of the flattened matrix."""
+    rows, cols = x.shape[-2:]
+    flat = b.reshape(x, x.shape[:-2] + (rows * cols,))
+    start = _diag_start(p, cols)
+    lead = [0] * (x.ndim - 2)
+    return b.slice(flat, lead + [start], list(x.shape[:-2]) + [start + (n - 1) * (cols + 1) + 1],
+                   [1] * (x.ndim - 2) + [cols + 1])
+
+
+def _to_last(x_ndim: int, a1: int, a2: int) -> list[int]:
+    return [i for i in range(x_ndim) if i not in (a1, a2)] + [a1, a2]
+
+
+@lowers(diag)
+def _diag_lower(ctx, p: DiagParam, x):
+    b = ctx.b
+    if x.ndim == 1:
+        return _diag_matrix(b, x, p, x.shape[0] + abs(p.k))
+    a1, a2 = _diag_axes(p, x.ndim)
+    return _diag_of(b, b.transpose(x, _to_last(x.ndim, a1, a2)), p, ctx.out_shapes[0][-1])
+
+
+@differentiable(diag, ("ograd0",))
+def _diag_grad(ctx, p: DiagParam, g):
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    if len(shape) == 1:
+        return [_diag_of(b, g, p, shape[0])]
+    a1, a2 = _diag_axes(p, len(shape))
+    perm = _to_last(len(shape), a1, a2)
+    rows, cols = shape[a1], shape[a2]
+    n = g.shape[-1]
+    lead = [0] * (g.ndim - 1)
+    start = _diag_start(p, cols)
+    flat = b.pad(g, 0.0, lead + [start], lead + [rows * cols - start - (n - 1) * (cols + 1) - 1], lead + [cols])
+    moved = b.reshape(flat, g.shape[:-1] + (rows, cols))
+    inverse = [perm.index(i) for i in range(len(shape))]
+    return [b.transpose(moved, inverse)]

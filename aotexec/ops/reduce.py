@@ -11,7 +11,7 @@ from typing import Callable, ClassVar, Optional
 
 from .params import Shape
 from .registry import define, differentiable, lowers
-from .rules import flat_or_axis, norm_axis, prod, ranked, same_dtype
+from .rules import fixed_dtype, flat_or_axis, norm_axis, prod, ranked, same_dtype
 
 
 @dataclass(frozen=True)
@@ -250,3 +250,38 @@ def _moments_grad(ctx, p: MomentsParam, g_mean, g_var, x, mean):
     n = float(prod(x.shape[a] for a in axes))
     up = lambda v: _expand(b, v, x.shape, axes)  # noqa: E731
     return [b.div(b.add(up(g_mean), b.mul(b.mul(up(g_var), b.sub(x, up(mean))), 2.0)), n)]
+
+
+# --- all_finite / multi_all_finite (src/operator/contrib/all_finite.cc): 1 when every element of
+# every input is finite, else 0, as a (1,) float32 ---
+@dataclass(frozen=True)
+class AllFiniteParam:
+    init_output: bool = True
+
+
+@dataclass(frozen=True)
+class MultiAllFiniteParam:
+    num_arrays: int = 1
+    init_output: bool = True
+
+
+def _all_finite_shape(p, ins, outs):
+    return ins, [(1,)]
+
+
+def _all_finite_lower(ctx, p, *xs):
+    b = ctx.b
+    ok = None
+    for x in xs:
+        finite = b.compare(b.abs(x), float("inf"), "LT")         # false for inf and NaN
+        bad = b.reduce(b.convert(b.op("stablehlo.not", [finite], x.shape, "bool"), "float32"),
+                       list(range(x.ndim)), "max")
+        ok = bad if ok is None else b.max(ok, bad)
+    return b.reshape(b.sub(1.0, ok), (1,))
+
+
+all_finite = define("all_finite", params=AllFiniteParam, infer_shape=_all_finite_shape,
+                    infer_type=fixed_dtype("float32"), zero_grad=True)
+multi_all_finite = define("multi_all_finite", params=MultiAllFiniteParam, variadic="num_arrays",
+                          infer_shape=_all_finite_shape, infer_type=fixed_dtype("float32"), zero_grad=True)
+lowers(all_finite, multi_all_finite)(_all_finite_lower)
