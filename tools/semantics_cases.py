@@ -109,6 +109,10 @@ INFER_TYPE = [
     {"name": "explicit_dtype_wins", "code": f"out = {V}('a', dtype='float16') + {V}('b')",
      "kwargs": {"a": "float32"}},
     {"name": "declared_dtype_used", "code": f"out = {V}('a', dtype='float16') + {V}('b')", "kwargs": {}},
+    {"name": "amp_cast_floats_only",
+     "code": f"out = mx.sym.Group([mx.sym.amp_cast({V}('a'), dtype='float16'), "
+             f"mx.sym.amp_cast({V}('b'), dtype='float16')])",
+     "kwargs": {"a": "float32", "b": "int32"}},
     {"name": "fc_partial_types", "code": f"out = mx.sym.FullyConnected({V}('d'), num_hidden=2, name='fc')",
      "kwargs": {}, "partial": True},
 ]

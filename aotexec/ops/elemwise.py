@@ -441,6 +441,26 @@ def _cast_grad(ctx, p, g):
     return [ctx.b.convert(g, ctx.fwd_in_dtypes[0])]
 
 
+def _amp_cast_type(p: CastParam, ins, outs):
+    """amp_cast (src/operator/tensor/amp_cast.cc) converts floating types only; others pass."""
+    t = ins[0]
+    if t is None:
+        return ins, outs
+    return ins, [np.dtype(p.dtype) if np.dtype(t).kind == "f" else t]
+
+
+amp_cast = define("amp_cast", params=CastParam, infer_shape=same_shape, infer_type=_amp_cast_type,
+                  listed_inputs=False)
+
+
+@lowers(amp_cast)
+def _amp_cast_lower(ctx, p: CastParam, x):
+    return ctx.b.convert(x, ctx.out_dtypes[0])
+
+
+differentiable(amp_cast, ("ograd0",), name="_backward_amp_cast")(_cast_grad)
+
+
 @dataclass(frozen=True)
 class AddNParam:
     num_args: int
