@@ -12,6 +12,14 @@ Layout::
                        (inference executors, ``runtime.program.Program.bind_parameters``)
     params.npz         optional; every argument and aux state that is not an input, with the
                        symbol's shapes and dtypes; read with allow_pickle=False
+    params.irpa        the same arrays as an IREE parameter archive keyed by variable name (with
+                       params.npz): what ``iree-run-module --parameters=aotexec=params.irpa``
+                       feeds the resident module (``aotexec.run_command``)
+
+Each module's file record holds the full calling convention of its functions (``abi``, from
+``signature.EntryPoint.abi``: arguments in order, output storage, transient arena bytes, which
+differ per target), so IREE's own tools run the modules without aotexec (``aotexec
+export-run-cmd``).
 
 Writing needs the compiler (``ax.compile``) and is atomic: everything goes into a temporary
 folder beside ``out``, checked by loading it, then renamed into place, so a failed compile
@@ -38,12 +46,13 @@ import numpy as np
 from .base import AotexecError, require_compiler
 from .manifest import (FORMAT_VERSION, MANIFEST, RESIDENT, TARGET_FILES, check_entry_points, check_module,
                        check_params, check_structure, check_symbol, confined, first_line, invalid, is_label,
-                       prepare_params, read_params)
+                       prepare_params, read_params, module_abi)
 from .options import Options
+from .param_archive import ARCHIVE, archive_arrays, check_archive, write_archive
 from .runtime.context import Context, current_context
 from .runtime.program import Program, resident_wanted
 from .runtime.provider import Placement
-from .signature import ProgramSpec
+from .signature import RESIDENT_SCOPE, ProgramSpec
 
 __all__ = ["Artifact", "ArtifactProvider", "compile", "load", "read_params", "FORMAT_VERSION", "MANIFEST",
            "RESIDENT", "TARGET_FILES"]
@@ -61,8 +70,8 @@ def runtime_version() -> str:
 # ------------------------------------------------------------------ writing
 def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequence[int]]], *,
             dtypes: dict[str, Any] | None = None, targets: Sequence[str] = ("llvm-cpu",), grad_req: str = "null",
-            params: Any = None, out: str | os.PathLike | None = None, cpu: str = "host",
-            cuda_arch: str = "sm_80", name: str | None = None, progress=None,
+            params: Any = None, out: str | os.PathLike | None = None, cpu: str | None = None,
+            cpu_triple: str | None = None, cuda_arch: str = "sm_80", name: str | None = None, progress=None,
             mirror: bool | str | None = None, cast_params: bool = False) -> "Artifact":
     """Compile ``symbol`` for ``targets`` and write an artifact directory.
 
@@ -80,6 +89,11 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
     for exactly that grad_req: a runtime-only install then runs training steps too, with the
     recomputation policy ``mirror`` (``passes.mirror``; recorded, so ``debug_str`` shows the
     graph the modules run).
+
+    ``cpu_triple`` cross-compiles llvm-cpu code (e.g. 'aarch64-linux-gnu'; default: this machine),
+    for ``cpu`` (an LLVM CPU name such as 'cortex-a76'; default 'host', or 'generic' when cross
+    compiling).  Such an artifact loads anywhere and runs where its triple does, e.g. with
+    ``iree-run-module`` (``aotexec export-run-cmd``).
     """
     require_compiler("ax.compile (aotexec compile)")
     from . import pipeline
@@ -111,8 +125,9 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
     name = name or (Path(out).name if out else "model")
     final = Path(out) if out else Path("artifacts") / name
     _check_destination(final)
-    compile_opts = {t: CompileOptions(target=t, cpu=cpu, cuda_arch=cuda_arch, extra_flags=options.iree_flags)
-                    for t in targets}
+    cpu = cpu or ("generic" if cpu_triple else "host")
+    compile_opts = {t: CompileOptions(target=t, cpu=cpu, triple=cpu_triple if t == "llvm-cpu" else None,
+                                      cuda_arch=cuda_arch, extra_flags=options.iree_flags) for t in targets}
     manifest: dict[str, Any] = {
         "format_version": FORMAT_VERSION, "name": name,
         "aotexec_version": __import__("aotexec").__version__,
@@ -141,20 +156,23 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
                 vmfb, spec = pipeline.compile_program(symbol, typing, modes, opts, options,
                                                       reqs=reqs if train else None, mirror=options.mirror)
                 fname = TARGET_FILES[target] if k == 0 else TARGET_FILES[target].replace(".vmfb", f".v{k}.vmfb")
-                variant["files"][target] = _write(tmp / fname, vmfb)
+                variant["files"][target] = _write(tmp / fname, vmfb, spec)
                 variant["entry_points"] = spec.to_json()
                 if pipeline.program.resident_enabled(opts, options):
                     # inference executors keep their parameters resident (docs/ARCHITECTURE.md); such a
                     # module needs them at load, so it is a file of its own
                     vmfb, spec = pipeline.compile_program(symbol, typing, ["forward_infer"], opts, options,
                                                           resident=pipeline.resident_parameters(symbol, typing))
-                    variant["files"][RESIDENT] = _write(tmp / fname.replace(".vmfb", ".resident.vmfb"), vmfb)
+                    variant["files"][RESIDENT] = _write(tmp / fname.replace(".vmfb", ".resident.vmfb"), vmfb, spec)
                     variant["resident_entry_points"] = spec.to_json()
             manifest["variants"].append(variant)
         if arrays is not None:
             np.savez(tmp / "params.npz", **arrays)
+            write_archive(tmp / ARCHIVE, archive_arrays(arrays))
+            os.chmod(tmp / ARCHIVE, (tmp / "params.npz").stat().st_mode & 0o777)   # IREE writes it 0640
             manifest["params"] = {"file": "params.npz", "sha256": _sha256(tmp / "params.npz"),
-                                  "names": sorted(arrays)}
+                                  "names": sorted(arrays), "irpa": {"file": ARCHIVE, "sha256": _sha256(tmp / ARCHIVE),
+                                                                    "scope": RESIDENT_SCOPE}}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
         art = load(tmp)     # what was written passes the checks every loader makes
     art.path = final
@@ -169,9 +187,10 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _write(path: Path, vmfb: bytes) -> dict[str, Any]:
+def _write(path: Path, vmfb: bytes, spec: ProgramSpec) -> dict[str, Any]:
     path.write_bytes(vmfb)
-    return {"file": path.name, "sha256": hashlib.sha256(vmfb).hexdigest(), "bytes": len(vmfb)}
+    return {"file": path.name, "sha256": hashlib.sha256(vmfb).hexdigest(), "bytes": len(vmfb),
+            "abi": module_abi(spec, vmfb)}
 
 
 def _check_destination(final: Path) -> None:
@@ -468,7 +487,7 @@ def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
     specs = check_entry_points(path, manifest, symbol, typings)
     for v, (spec, resident) in zip(manifest["variants"], specs):
         for t, rec in v["files"].items():
-            check_module(path, rec["file"], contents[rec["file"]], resident if t == RESIDENT else spec)
+            check_module(path, rec["file"], contents[rec["file"]], resident if t == RESIDENT else spec, rec.get("abi"))
     arg_params: dict = {}
     aux_params: dict = {}
     if manifest.get("params") is not None:
@@ -477,4 +496,6 @@ def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
         except AotexecError as e:
             raise invalid(path, first_line(e)) from None
         arg_params, aux_params = check_params(path, manifest, arrays, symbol, typings)
+        irpa = manifest["params"]["irpa"]["file"]
+        check_archive(path, irpa, contents[irpa], archive_arrays(arrays))
     return Artifact(path, manifest, symbol, specs, arg_params, aux_params, ctx, options)

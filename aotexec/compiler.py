@@ -51,8 +51,8 @@ TARGETS = ("llvm-cpu", "vulkan-spirv", "cuda")
 _INPROCESS_MAX_CHARS = 4 << 20
 _MAX_DIAG_LINES = 12
 _MAX_LINE_CHARS = 400
-# CPUs without SIMD beyond SSE2: data tiling made the 512x784 MLP ~5x slower there
-# (35 ms vs 6.8 ms on local-task), so it is not applied for them.
+# x86 CPUs without SIMD beyond SSE2: data tiling made the 512x784 MLP ~5x slower there
+# (35 ms vs 6.8 ms on local-task), so it is not applied for them (generic aarch64 has NEON).
 _NO_DATA_TILING_CPUS = frozenset({"generic", "x86-64"})
 
 
@@ -60,6 +60,7 @@ _NO_DATA_TILING_CPUS = frozenset({"generic", "x86-64"})
 class CompileOptions:
     target: str = "llvm-cpu"  # "llvm-cpu" | "vulkan-spirv" | "cuda"
     cpu: str = "host"  # llvm-cpu -mcpu: 'host' (not portable), 'x86-64-v3', 'generic', ...
+    triple: str | None = None  # llvm-cpu cross builds, e.g. 'aarch64-linux-gnu' (None: this machine)
     cuda_arch: str = "sm_80"  # 3.13 has no sm_90 entry; sm_80 PTX is JIT-compiled on Hopper
     opt_level: str = "O2"  # IREE's default is O0
     data_tiling: bool = True  # off by default in IREE; llvm-cpu only
@@ -83,12 +84,14 @@ def iree_flags(opts: CompileOptions) -> list[str]:
             "--iree-hal-target-device=local",
             "--iree-hal-local-target-device-backends=llvm-cpu",
             f"--iree-llvmcpu-target-cpu={opts.cpu}",
+            *([f"--iree-llvmcpu-target-triple={opts.triple}"] if opts.triple else []),
             f"--iree-opt-level={opts.opt_level}",
             # IREE demotes f64 to f32 by default, which changes the ABI under the caller
             "--iree-input-demote-f64-to-f32=false",
             f"--iree-llvmcpu-stack-allocation-limit={DISPATCH_STACK_BYTES}",
         ]
-        if opts.data_tiling and opts.cpu.lower() not in _NO_DATA_TILING_CPUS:
+        plain_x86 = opts.cpu.lower() in _NO_DATA_TILING_CPUS and _arch(target_triple(opts)) == "x86_64"
+        if opts.data_tiling and not plain_x86:
             flags.append("--iree-opt-data-tiling")
     elif opts.target == "vulkan-spirv":
         # Default SPIR-V target env; it ran on Mesa lavapipe. Data tiling changed nothing.
@@ -432,6 +435,17 @@ def _host_triple() -> str:
     return f"{machine}-unknown-unknown-eabi-elf"
 
 
+def _arch(triple: str) -> str:
+    arch = triple.split("-", 1)[0].lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
+
+
+def target_triple(opts: CompileOptions) -> str:
+    """The llvm-cpu target triple: ``opts.triple``, an --iree-llvmcpu-target-triple in the extra
+    flags, else this machine's."""
+    return opts.triple or _flag_value(opts.extra_flags, "--iree-llvmcpu-target-triple") or _host_triple()
+
+
 def _flag_value(flags: tuple[str, ...], name: str) -> str | None:
     value = None
     for f in flags:
@@ -482,7 +496,10 @@ def resolve_cpu(opts: CompileOptions, *, llvm_host_name: bool = True, options: O
     if opts.target != "llvm-cpu":
         return {"cpu": None, "triple": None, "features": []}
     check_cpu_name(opts)
-    triple = _flag_value(opts.extra_flags, "--iree-llvmcpu-target-triple") or _host_triple()
+    triple = target_triple(opts)
+    if opts.cpu == "host" and _arch(triple) != _arch(_host_triple()):
+        raise AotexecError(f"--cpu host names this machine's CPU, not one of {triple}: give --cpu generic or an "
+                           "LLVM CPU name (e.g. cortex-a76 for aarch64)")
     rec: dict = {"cpu": opts.cpu, "triple": triple}
     if opts.cpu == "host":
         rec["features"] = sorted(cpu_features.host_cpu_features())
@@ -509,7 +526,7 @@ def llvm_cpu_names(triple: str) -> frozenset[str] | None:
     process ("LLVM ERROR: 64-bit code requested..."), which in-process would be ours."""
     from iree.compiler.tools.binaries import find_tool
     probe = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}\n"
-    flags = iree_flags(CompileOptions(cpu="help")) + [f"--iree-llvmcpu-target-triple={triple}"]
+    flags = iree_flags(CompileOptions(cpu="help", triple=triple))
     try:
         proc = subprocess.run([find_tool("iree-compile"), "-", "-o", os.devnull, *flags], input=probe.encode(),
                               capture_output=True, timeout=120,
@@ -525,7 +542,7 @@ def check_cpu_name(opts: CompileOptions) -> None:
     """An llvm-cpu target CPU LLVM does not know is a one-line error, not LLVM's list and abort."""
     if opts.target != "llvm-cpu" or opts.cpu in ("host", "generic"):
         return
-    triple = _flag_value(opts.extra_flags, "--iree-llvmcpu-target-triple") or _host_triple()
+    triple = target_triple(opts)
     names = llvm_cpu_names(triple)
     if names is not None and opts.cpu not in names:
         arch = triple.split("-")[0]

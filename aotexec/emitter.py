@@ -23,6 +23,13 @@ def tensor_type(shape: Sequence[int], dtype) -> str:
     return "tensor<" + "".join(f"{d}x" for d in shape) + el + ">"
 
 
+def mlir_string(text: str) -> str:
+    """``text`` as an MLIR string literal body: printable ASCII as is, ``"``, ``\\`` and every
+    other byte of its UTF-8 as ``\\XX`` (names come from user files)."""
+    return "".join(chr(b) if 0x20 <= b < 0x7F and b not in (0x22, 0x5C) else f"\\{b:02X}"
+                   for b in text.encode("utf-8"))
+
+
 def _array(vals: Sequence[int]) -> str:
     return "array<i64" + (": " + ", ".join(str(int(v)) for v in vals) if len(vals) else "") + ">"
 
@@ -78,6 +85,7 @@ class Emitter:
         self.prologue: list[str] = []       # ops moved to the top of the function (see fence)
         self.indent = indent
         self.loc = "aotexec"
+        self.loops = 0                      # stablehlo.while ops emitted (ops.loop.while_loop)
         self._n = 0
         self._layout_of_arg: dict[str, list[int]] = {}   # value -> lines of its layout chain from an argument
         self._transposed: dict[str, tuple[Value, tuple[int, ...]]] = {}   # transpose result -> (source, perm)

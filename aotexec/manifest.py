@@ -9,6 +9,7 @@ loading also checks every field against the others, each check one link of a cha
     entry point  --(IREE ABI declaration)--> the compiled function in the .vmfb
     symbol       --(names, shapes, dtypes)--> params.npz (complete: every variable that
                                             is not an input)
+    params.npz   --(byte for byte)-->       params.irpa (``param_archive``, for IREE's tools)
 
 and every file name stays inside the artifact folder.  Every failure is one
 ``AotexecError`` line starting ``invalid artifact <path>:``.  Runtime only: numpy,
@@ -16,6 +17,7 @@ iree.runtime and the graph passes that need no compiler.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import zipfile
@@ -29,9 +31,11 @@ from .emitter import MLIR_DTYPES, tensor_type
 from .options import MIRROR_POLICIES
 from .passes.infer import Typing
 from .runtime.bind_args import GRAD_REQS, bind_typing
-from .signature import EntryPoint, ProgramSpec, Role
+from .signature import RESIDENT_SCOPE, EntryPoint, ProgramSpec, Role
 
-FORMAT_VERSION = 4   # 2: shape variants, planned-buffer ABI; 3: typed entry-point ports; 4: inputs, checked params
+# 2: shape variants, planned-buffer ABI; 3: typed entry-point ports; 4: inputs, checked params;
+# 5: each entry point's calling convention ('abi', transient bytes), params.irpa, parameters keyed by name
+FORMAT_VERSION = 5
 MANIFEST = "manifest.json"
 TARGET_FILES = {"llvm-cpu": "llvm-cpu.vmfb", "vulkan-spirv": "vulkan-spirv.vmfb", "cuda": "cuda.vmfb"}
 RESIDENT = "llvm-cpu-resident"   # a variant's forward_infer with resident parameters (optional file)
@@ -55,8 +59,10 @@ def first_line(e: BaseException) -> str:
 # ------------------------------------------------------------------ files
 def confined(root: Path, name: Any, what: str) -> Path:
     """``root / name`` for a plain file name that stays inside ``root`` (symlinks resolved)."""
-    if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
-        raise invalid(root, f"the {what} file {name!r} must be a plain file name inside the artifact folder")
+    if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0") \
+            or len(name.encode("utf-8", "surrogatepass")) > 255:     # longer: the OS refuses it (ENAMETOOLONG)
+        raise invalid(root, f"the {what} file {(name[:80] if isinstance(name, str) else name)!r} must be a plain "
+                            "file name inside the artifact folder (of at most 255 bytes)")
     p = root / name
     if not p.resolve().is_relative_to(root.resolve()):
         raise invalid(root, f"the {what} file {name!r} leads outside the artifact folder")
@@ -156,6 +162,11 @@ def check_structure(path: Path, m: dict) -> list[tuple[str, dict]]:
         _file_rec(path, m["params"], "params")
         _need(_str_list(m["params"].get("names")), path, "manifest params record lacks its names")
         files.append(("params", m["params"]))
+        _file_rec(path, m["params"].get("irpa"), "parameter archive")
+        _need(m["params"]["irpa"].get("scope") == RESIDENT_SCOPE, path,
+              f"the parameter archive's scope must be {RESIDENT_SCOPE!r}")
+        files.append(("parameter archive", m["params"]["irpa"]))
+    _need(len({rec["file"] for _, rec in files}) == len(files), path, "two parts of the artifact name one file")
     return files
 
 
@@ -234,6 +245,7 @@ def check_entry_points(path: Path, m: dict, symbol, typings: Sequence[Typing]) -
             res = ProgramSpec.from_json(v["resident_entry_points"]) if RESIDENT in v["files"] else None
         except AotexecError as e:
             raise invalid(path, f"variant {k}: {first_line(e)}") from None
+
         train = any(r != "null" for r in (v.get("grad_req") or {}).values())
         need = ["forward_infer"] + (list(TRAIN_ENTRIES) if train else [])
         missing = [e for e in need if e not in spec.entries]
@@ -263,7 +275,26 @@ def _declared(decl: str) -> tuple[list[str], list[str]]:
     return [_signless(t) for t in _DECL_PARAM.findall(head)], [_signless(t) for t in _DECL_RESULT.findall(tail)]
 
 
-def check_module(path: Path, fname: str, vmfb: bytes, spec: ProgramSpec) -> None:
+def _transients(fn) -> int | None:
+    size = dict(fn.reflection).get("iree.abi.transients.size.constant")
+    return int(size) if size is not None and str(size).isdigit() else None
+
+
+def _abi(module, spec: ProgramSpec) -> dict[str, list]:
+    """Each function's calling convention in ``module`` (its transient arena size is the module's)."""
+    return {n: dataclasses.replace(ep, transients=_transients(module.lookup_function(n))).abi()
+            for n, ep in spec.entries.items()}
+
+
+def module_abi(spec: ProgramSpec, vmfb: bytes) -> dict[str, list]:
+    """What a module's file record holds as ``abi``: every function's arguments in call order
+    (``signature.EntryPoint.abi``), so IREE's own tools can call it (``aotexec.run_command``)."""
+    import iree.runtime as rt
+    from .runtime.device import vm_instance
+    return _abi(rt.VmModule.copy_buffer(vm_instance(), vmfb), spec)
+
+
+def check_module(path: Path, fname: str, vmfb: bytes, spec: ProgramSpec, abi: Any = None) -> None:
     """The manifest's entry points against the functions IREE compiled (their ABI declarations)."""
     import iree.runtime as rt
     from .runtime.device import vm_instance
@@ -271,6 +302,15 @@ def check_module(path: Path, fname: str, vmfb: bytes, spec: ProgramSpec) -> None
         module = rt.VmModule.copy_buffer(vm_instance(), vmfb)
     except Exception as e:   # noqa: BLE001 (IREE raises RuntimeError / ValueError variously)
         raise invalid(path, f"{fname} is not an IREE module ({first_line(e)})") from None
+    try:
+        _check_functions(path, fname, module, spec, abi)
+    except AotexecError:
+        raise
+    except (RuntimeError, UnicodeError, ValueError) as e:   # e.g. names that are not UTF-8 (nanobind)
+        raise invalid(path, f"{fname}: unreadable function metadata ({first_line(e)})") from None
+
+
+def _check_functions(path: Path, fname: str, module, spec: ProgramSpec, abi: Any) -> None:
     for name, ep in spec.entries.items():
         fn = module.lookup_function(name)
         _need(fn is not None, path, f"{fname} has no function {name!r} (it has {module.function_names})")
@@ -292,6 +332,10 @@ def check_module(path: Path, fname: str, vmfb: bytes, spec: ProgramSpec) -> None
                 raise invalid(path, f"{fname}: {name} was compiled with {len(got)} {kind} ({kind[:-1]} {i}: "
                                     f"{got[i] if i < len(got) else 'none'}), the manifest describes {len(want)} "
                                     f"({want[i] if i < len(want) else 'none'})")
+    # what IREE's tools are told to pass; a transient arena smaller than the module needs corrupts
+    # memory (seen with iree-run-module), so the recorded sizes must be the module's
+    _need(abi == _abi(module, spec), path, f"{fname}: its recorded calling convention ('abi') is not the one its "
+                                           "entry points and the module's transient sizes give")
 
 
 # ------------------------------------------------------------------ parameters

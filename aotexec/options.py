@@ -16,6 +16,7 @@ consults ``os.environ``, so a module's cache key is a function of its arguments.
 | ``compile_mode`` | ``AOTEXEC_COMPILE_MODE`` | ``auto`` / ``inprocess`` / ``subprocess`` |
 | ``cache`` | ``AOTEXEC_CACHE`` | compile cache on (default) or off (``0``) |
 | ``cache_dir`` | ``AOTEXEC_CACHE_DIR``, ``XDG_CACHE_HOME`` | compile cache folder |
+| ``dist_timeout`` | ``AOTEXEC_DIST_TIMEOUT`` | seconds a collective (``aotexec.distributed``) may wait for the other ranks |
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ class Options:
     compile_mode: str = "auto"
     cache: bool = True
     cache_dir: Path = Path.home() / ".cache" / "aotexec"
+    dist_timeout: float = 60.0
 
     def __post_init__(self) -> None:
         for name, allowed in (("cpu_driver", CPU_DRIVERS), ("layout", LAYOUTS), ("mirror", MIRROR_POLICIES),
@@ -72,6 +74,7 @@ class Options:
             "cache": env.get("AOTEXEC_CACHE", "1").strip().lower() not in _OFF,
             "cache_dir": Path(env["AOTEXEC_CACHE_DIR"]).expanduser() if env.get("AOTEXEC_CACHE_DIR") else
             (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "aotexec",
+            "dist_timeout": _seconds(env.get("AOTEXEC_DIST_TIMEOUT", "60")),
         }
         if fields["cpu_driver"] not in CPU_DRIVERS:
             raise AotexecError(f"AOTEXEC_CPU_DRIVER={fields['cpu_driver']!r}; expected one of {CPU_DRIVERS}")
@@ -99,3 +102,13 @@ def _mirror_from_env(value: str | None) -> str:
     if value is None:
         return "auto"
     return "none" if value.strip().lower() in ("", "0", "false") else "mxnet"
+
+
+def _seconds(value: str) -> float:
+    try:
+        t = float(value)
+    except ValueError:
+        t = -1.0
+    if not t > 0:
+        raise AotexecError(f"AOTEXEC_DIST_TIMEOUT={value!r}; expected a positive number of seconds")
+    return t

@@ -55,7 +55,8 @@ class EntryPoint:
     params: tuple[Port, ...]
     results: tuple[Port, ...]
     output_args: bool = False     # results go into caller buffers (+ a transients arena)
-    resident: list[str] = field(default_factory=list)   # variables read from IREE parameters p0, p1, ...
+    resident: list[str] = field(default_factory=list)   # variables read from IREE parameters, keyed by name
+    transients: int | None = None  # bytes of the transient arena: a property of one compiled module (its abi)
 
     def of(self, role: Role) -> list[Port]:
         """Parameters with ``role``, in order."""
@@ -75,6 +76,18 @@ class EntryPoint:
     @property
     def takes_rng(self) -> bool:
         return bool(self.params) and self.params[-1].role is Role.RNG
+
+    def abi(self) -> list[dict[str, Any]]:
+        """The function's arguments in call order: every input port; for planned entry points
+        one storage buffer per result (``iree.abi.output``, any contents) and the transient
+        arena (a plain buffer of ``transients`` bytes, ``iree.abi.transients``).  Resident
+        variables are not arguments: they come from the IREE parameter scope RESIDENT_SCOPE."""
+        args: list[dict[str, Any]] = [{"kind": "input"} | p.to_json() for p in self.params]
+        if self.output_args:
+            args += [{"kind": "output_storage", "result": i, "shape": list(p.shape), "dtype": p.dtype}
+                     for i, p in enumerate(self.results)]
+            args.append({"kind": "transients", "bytes": self.transients})
+        return args
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "inputs": [p.to_json() for p in self.params],

@@ -69,3 +69,18 @@ def ensure(system: str, log=print) -> Path:
 if __name__ == "__main__":
     for s in sys.argv[1:] or list(REQUIREMENTS):
         print(s, ensure(s))
+
+
+def native_mxnet(script: str, argv: list[str]):
+    """For the tools that write MXNet reference data: ``(mxnet, None)`` imported with its native
+    kernels (no MKL-DNN, no subgraph fusion: MKL-DNN failed densenet's narrow concat backward),
+    or ``(None, exit code)`` of ``script`` re-run with ``argv`` in the MXNet virtualenv when
+    this Python has no MXNet."""
+    os.environ.setdefault("MXNET_SUBGRAPH_BACKEND", "NONE")
+    os.environ.setdefault("MXNET_MKLDNN_ENABLED", "0")
+    os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")   # one warning per op otherwise
+    try:
+        import mxnet
+    except ImportError:
+        return None, subprocess.call([str(ensure("mxnet")), script, *argv])
+    return mxnet, None

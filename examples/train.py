@@ -20,15 +20,15 @@ def mlp() -> ax.sym.Symbol:
     return ax.sym.SoftmaxOutput(ax.sym.FullyConnected(x, num_hidden=10, name="fc3"), name="softmax")
 
 
-def lenet() -> ax.sym.Symbol:
+def lenet(filters: tuple[int, int] = (20, 50), hidden: int = 500) -> ax.sym.Symbol:
     x = ax.sym.Variable("data")
-    x = ax.sym.Convolution(x, kernel=(5, 5), num_filter=20, name="conv1")
+    x = ax.sym.Convolution(x, kernel=(5, 5), num_filter=filters[0], name="conv1")
     x = ax.sym.Pooling(ax.sym.Activation(x, act_type="tanh", name="tanh1"), pool_type="max", kernel=(2, 2),
                        stride=(2, 2), name="pool1")
-    x = ax.sym.Convolution(x, kernel=(5, 5), num_filter=50, name="conv2")
+    x = ax.sym.Convolution(x, kernel=(5, 5), num_filter=filters[1], name="conv2")
     x = ax.sym.Pooling(ax.sym.Activation(x, act_type="tanh", name="tanh2"), pool_type="max", kernel=(2, 2),
                        stride=(2, 2), name="pool2")
-    x = ax.sym.FullyConnected(ax.sym.Flatten(x, name="flatten"), num_hidden=500, name="fc1")
+    x = ax.sym.FullyConnected(ax.sym.Flatten(x, name="flatten"), num_hidden=hidden, name="fc1")
     x = ax.sym.FullyConnected(ax.sym.Activation(x, act_type="tanh", name="tanh3"), num_hidden=10, name="fc2")
     return ax.sym.SoftmaxOutput(x, name="softmax")
 

@@ -101,7 +101,7 @@ def test_scalar_ops_clip_cast_where():
     loc["x_clip"] = np.array([[-0.9, -0.3], [0.2, 0.7]])
     outs.append(S.Cast(S.Cast(V("x_cast"), dtype="float64") * 3.0, dtype="float32"))
     loc["x_cast"] = MIXED
-    x_ones = V("x_ones")       # one variable: two of one name are refused at bind
+    x_ones = V("x_ones")   # one variable: two of one name are refused, as MXNet does
     outs.append(S.ones_like(x_ones) + x_ones * 0.5)
     loc["x_ones"] = MIXED
     outs.append(S.where(V("cond"), V("wx"), V("wy")))

@@ -171,16 +171,11 @@ def main() -> int:
                     help="a Python with aotexec's dependencies (this checkout is put first on PYTHONPATH)")
     ap.add_argument("--no-check", action="store_true", help="skip loading aotexec-written files in MXNet")
     a = ap.parse_args()
-    os.environ.setdefault("MXNET_SUBGRAPH_BACKEND", "NONE")
-    os.environ.setdefault("MXNET_MKLDNN_ENABLED", "0")
-    os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")   # one warning per op otherwise
-    try:
-        import mxnet as mx
-    except ImportError:   # run in the benchmark harness's MXNet venv
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        import venvs
-        py = venvs.ensure("mxnet")
-        return subprocess.call([str(py), __file__, *sys.argv[1:]])
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import venvs
+    mx, code = venvs.native_mxnet(__file__, sys.argv[1:])
+    if mx is None:
+        return code
     import numpy as np
     a.out.mkdir(parents=True, exist_ok=True)
     checkpoint(mx, np, a.out)

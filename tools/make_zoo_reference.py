@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -221,18 +220,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "zoo")
     ap.add_argument("nets", nargs="*")
     a = ap.parse_args()
-    # before mxnet is imported: its native kernels, no fusion (MKL-DNN fails densenet's narrow
-    # concat backward: "could not construct a sub-memory")
-    os.environ.setdefault("MXNET_SUBGRAPH_BACKEND", "NONE")
-    os.environ.setdefault("MXNET_MKLDNN_ENABLED", "0")
-    os.environ.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")   # one warning per op otherwise
-    try:
-        import mxnet as mx
-    except ImportError:   # run in the benchmark harness's MXNet venv
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        import venvs
-        py = venvs.ensure("mxnet")
-        return subprocess.call([str(py), __file__, "--out", str(a.out), *a.nets])
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import venvs
+    mx, code = venvs.native_mxnet(__file__, ["--out", str(a.out), *a.nets])
+    if mx is None:
+        return code
     from mxnet.gluon.model_zoo import vision
     specs = families(vision)
     names = a.nets or list(specs)

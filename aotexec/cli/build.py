@@ -23,8 +23,11 @@ def add_compile(sub) -> None:
                    help="cast parameters to the dtypes the symbol gives them (same kind only, e.g. float64 -> "
                         "float32); without it a dtype mismatch is an error")
     p.add_argument("--target", "-t", action="append", help="llvm-cpu (default) | vulkan-spirv | cuda (repeatable)")
-    p.add_argument("--cpu", default="host", help="llvm-cpu target CPU: host (default; fast, not portable), "
-                                                 "x86-64-v3, generic, an LLVM CPU name...")
+    p.add_argument("--cpu", help="llvm-cpu target CPU: host (default; fast, not portable), x86-64-v3, generic "
+                                 "(the default with --cpu-triple), an LLVM CPU name (cortex-a76...)")
+    p.add_argument("--cpu-triple", metavar="TRIPLE", help="cross-compile llvm-cpu code for another machine, e.g. "
+                                                          "aarch64-linux-gnu (run it there with iree-run-module: "
+                                                          "aotexec export-run-cmd)")
     p.add_argument("--cuda-arch", default="sm_80", help="CUDA target (sm_80 runs on Ampere and newer)")
     p.add_argument("--out", "-o", type=Path, help="artifact directory (default artifacts/<symbol name>)")
     p.add_argument("--grad-req", default="null",
@@ -55,7 +58,8 @@ def compile_cmd(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     art = ax.compile(sym, shapes, dtypes=dtypes, targets=tuple(args.target or ["llvm-cpu"]),
                      params=str(args.params) if args.params else None, cast_params=args.cast_params,
-                     grad_req=reqs, mirror=args.mirror, out=out, cpu=args.cpu, cuda_arch=args.cuda_arch,
+                     grad_req=reqs, mirror=args.mirror, out=out, cpu=args.cpu, cpu_triple=args.cpu_triple,
+                     cuda_arch=args.cuda_arch,
                      name=out.name, progress=lambda msg: print(f"  {msg} ...", file=sys.stderr, flush=True))
     print(f"wrote {art.path} in {time.perf_counter() - t0:.2f} s")
     print_summary(art)
@@ -76,12 +80,14 @@ def print_summary(art) -> None:
             extra = ""
             if t == "llvm-cpu" and meta.get("cpu"):
                 c = meta["cpu"]
-                extra = f"  cpu={c.get('cpu')}" + (f" ({c['host_cpu']})" if c.get("host_cpu") else "")
+                extra = f"  cpu={c.get('cpu')}" + (f" ({c['host_cpu']})" if c.get("host_cpu") else "") \
+                    + (f" triple={c['triple']}" if c.get("triple") and "unknown" not in c["triple"] else "")
             if t == "cuda":
                 extra = f"  arch={meta.get('cuda_arch')}"
             print(f"  target {t:13s} {rec['file']:22s} {rec['bytes']:>10,d} bytes{extra}")
     if m.get("params"):
-        print(f"  params        {m['params']['file']} ({len(m['params']['names'])} arrays)")
+        print(f"  params        {m['params']['file']} ({len(m['params']['names'])} arrays), "
+              f"{m['params']['irpa']['file']} (IREE parameter archive)")
     if art.grad_req:
         trained = [n for n, r in art.grad_req.items() if r != "null"]
         print(f"  training      grad_req {sorted(set(art.grad_req[n] for n in trained))} for {len(trained)} "
@@ -110,3 +116,8 @@ def inspect_cmd(args: argparse.Namespace) -> None:
             for kind, ports in (("in ", ep.params), ("out", ep.results)):
                 for p in ports:
                     print(f"    {kind} {p.name:24s} {str(tuple(p.shape)):20s} {p.dtype:8s} {p.role.value}")
+            arenas = {t: a["bytes"] for t, rec in art.variants[k]["files"].items()
+                      for a in rec["abi"].get(name, []) if a["kind"] == "transients"}
+            if arenas:
+                print("    + a storage buffer per output and a transient arena of "
+                      + ", ".join(f"{n:,} bytes ({t})" for t, n in arenas.items() if n is not None))

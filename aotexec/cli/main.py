@@ -1,4 +1,5 @@
-"""``aotexec compile | inspect | run | bench``: build, examine, execute and time artifacts.
+"""``aotexec compile | inspect | run | bench | export-run-cmd``: build, examine, execute and time
+artifacts, and print the command that runs one with IREE's tools alone.
 
 Bad input exits with code 2 and a one-line ``Error: ...`` on stderr; ``--help`` works on
 every command.  Standard library only (argparse): ``inspect``, ``run`` and ``bench`` on
@@ -14,6 +15,7 @@ from typing import Sequence
 from .build import add_compile, add_inspect
 from .common import CliError
 from .execute import add_bench, add_run
+from .export import add_export
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,8 +26,8 @@ class _Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="aotexec", description="Ahead-of-time compile MXNet symbol graphs with IREE, and run "
                                             "the artifacts.")
-    sub = p.add_subparsers(dest="command", metavar="{compile,inspect,run,bench}")
-    for add in (add_compile, add_inspect, add_run, add_bench):
+    sub = p.add_subparsers(dest="command", metavar="{compile,inspect,run,bench,export-run-cmd}")
+    for add in (add_compile, add_inspect, add_run, add_bench, add_export):
         add(sub)
     return p
 

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from ..base import AotexecError
-from ..emitter import Emitter, Value
+from ..emitter import Emitter, Value, mlir_string
 from ..graph import Entry, Node
 from ..ops.nhwc import TO_NCHW
 from ..ops.registry import draws_random, reads_value
@@ -53,8 +53,9 @@ class FunctionBuilder:
             if i in resident:
                 k = len(self.globals)
                 v = self._value(f"%argp{k}", e, shape)
-                self.globals.append(f'  util.global private @{self.name}_p{k} = '
-                                    f'#flow.parameter.named<"{RESIDENT_SCOPE}"::"p{k}"> : {v.type}')
+                # keyed by variable name: the artifact's params.irpa serves IREE's tools too
+                self.globals.append(f'  util.global private @{self.name}_p{k} = #flow.parameter.named<'
+                                    f'"{RESIDENT_SCOPE}"::"{mlir_string(e.node.name)}"> : {v.type}')
                 b.prologue.append(f"{b.indent}{v.name} = util.global.load @{self.name}_p{k} : {v.type}")
             else:
                 v = self._value(f"%arg{i}", e, shape)
@@ -142,7 +143,11 @@ class FunctionBuilder:
         then the transient arena."""
         self.params += [f"%out{i}: !hal.buffer_view" if i in aliased
                         else f"%out{i}: {v.type} {{iree.abi.output = {i} : index}}" for i, v in enumerate(results)]
-        self.params.append("%transients: !hal.buffer {iree.abi.transients}")
+        # IREE 3.13's EmplaceTransients breaks dominance ("operand #1 does not dominate this use")
+        # placing allocations made inside loops: a function with a loop keeps the parameter but
+        # no arena (IREE allocates its intermediates per call)
+        arena = "" if self.b.loops else " {iree.abi.transients}"
+        self.params.append(f"%transients: !hal.buffer{arena}")
 
     def text(self, results: list[Value]) -> str:
         b, name = self.b, self.name
@@ -186,8 +191,8 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     miscompiles, e.g. grouped convolutions run one per group).
 
     ``resident``: inputs (by position) read from IREE parameters (``util.global`` with a
-    ``#flow.parameter.named<"aotexec"::"p<k>">`` initial value, k counting the resident inputs
-    in order) instead of function arguments.  IREE hoists what depends on them alone (weight
+    ``#flow.parameter.named<"aotexec"::"<variable name>">`` initial value) instead of function
+    arguments.  IREE hoists what depends on them alone (weight
     packing, layout transposes) into the module's initializer, run once per parameter set
     instead of on every call (``Program.bind_parameters``, ``Executor._resident_module``).
     """

@@ -558,7 +558,8 @@ class InitParam:
 
 def _init_shape(p, ins, outs):
     """MXNet's InitShape: outside numpy-shape mode 0 dims, and an empty shape, are unknown,
-    to be inferred from the op's partners (``x + ones(shape=(0, 0))``)."""
+    to be inferred from the op's partners (``x + ones(shape=(0, 0))``; Gluon's begin_state(0)
+    leaves the batch to the consumer)."""
     shape = tuple(p.shape)
     if is_np_shape():
         shape = tuple(-1 if d < 0 else d for d in shape)

@@ -1,4 +1,5 @@
-"""Matrix products and indexing: dot, batch_dot, take, pick, one_hot, batch_take.
+"""Matrix products and indexing: dot, batch_dot, take, pick, one_hot, batch_take, gather_nd,
+scatter_nd.
 
 MXNet 1.9.1 src/operator/tensor/dot.cc, indexing_op.cc, broadcast_reduce_op_index.cc.
 Index inputs are float ids by default (MXNet convention) and get no gradient.
@@ -9,7 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+import numpy as np
+
 from ..emitter import scatter_add_rows
+from . import hlo
+from .params import Shape
 from .registry import define, differentiable, lowers
 from .rules import dtype_of_first, fixed_dtype, forward, known, norm_axis, prod, same_dtype, shape_str
 
@@ -381,3 +386,76 @@ def _diag_grad(ctx, p: DiagParam, g):
     moved = b.reshape(flat, g.shape[:-1] + (rows, cols))
     inverse = [perm.index(i) for i in range(len(shape))]
     return [b.transpose(moved, inverse)]
+
+
+# --- gather_nd / scatter_nd: indices (M, Y...) address the first M dims of data / the output
+def _index_tuples(b, idx, dims, wrap: bool):
+    """(M, Y...) ids -> (Y..., M) int32 tuples; ``wrap``: gather_nd's (i + d) % d per dim, so
+    -d <= i < 0 counts from the end."""
+    i = b.convert(idx, "int32")
+    i = b.transpose(i, list(range(1, idx.ndim)) + [0])
+    if not wrap:
+        return i
+    d = b.broadcast_in_dim(b.constant(np.array(dims, np.int32), (len(dims),), "int32"), i.shape, [i.ndim - 1])
+    return b.rem(b.add(i, d), d)
+
+
+def _nd_check(what: str, idx, target) -> None:
+    if len(idx) < 2:
+        raise ValueError(f"{what} requires index tensor to have at least 2 dimensions")
+    if idx[0] > len(target):
+        raise ValueError(f"Number of indices exceeds {'data' if what == 'gather_nd' else 'output'} dimension "
+                         f"in operator {what}")
+
+
+@forward
+def _gather_nd_shape(p, data, idx):
+    _nd_check("gather_nd", idx, data)
+    return tuple(idx[1:]) + tuple(data[idx[0]:])
+
+
+gather_nd = define("gather_nd", inputs=["data", "indices"], no_grad_inputs=("indices",),
+                   infer_shape=_gather_nd_shape, infer_type=dtype_of_first)
+
+
+@lowers(gather_nd)
+def _gather_nd_lower(ctx, p, data, idx):
+    return hlo.gather_nd(ctx.b, data, _index_tuples(ctx.b, idx, data.shape[:idx.shape[0]], wrap=True))
+
+
+@differentiable(gather_nd, ("ograd0", "in1"))
+def _gather_nd_grad(ctx, p, g, idx):
+    """_backward_gather_nd: g added at the gathered positions (repeats accumulate)."""
+    shape = tuple(ctx.fwd_in_shapes[0])
+    return [hlo.scatter_nd(ctx.b, shape, _index_tuples(ctx.b, idx, shape[:idx.shape[0]], wrap=True), g), None]
+
+
+@dataclass(frozen=True)
+class ScatterNDParam:
+    shape: Shape
+
+
+def _scatter_nd_shape(p: ScatterNDParam, ins, outs):
+    data, idx = ins
+    out = tuple(p.shape)
+    if known(data) and known(idx):
+        _nd_check("scatter_nd", idx, out)
+        if tuple(data) != tuple(idx[1:]) + out[idx[0]:]:
+            raise ValueError(f"scatter_nd: data {tuple(data)} does not fit indices {tuple(idx)} and shape {out}")
+    return ins, [out]
+
+
+scatter_nd = define("scatter_nd", params=ScatterNDParam, inputs=["data", "indices"], no_grad_inputs=("indices",),
+                    infer_shape=_scatter_nd_shape, infer_type=dtype_of_first)
+
+
+@lowers(scatter_nd)
+def _scatter_nd_lower(ctx, p: ScatterNDParam, data, idx):
+    """Zeros with data written at the index tuples (MXNet leaves repeated tuples unspecified;
+    out-of-range ones are skipped here, where MXNet writes out of bounds)."""
+    return hlo.scatter_nd(ctx.b, p.shape, _index_tuples(ctx.b, idx, (), wrap=False), data, combine="set")
+
+
+@differentiable(scatter_nd, ("ograd0", "in1"))
+def _scatter_nd_grad(ctx, p: ScatterNDParam, g, idx):
+    return [hlo.gather_nd(ctx.b, g, _index_tuples(ctx.b, idx, tuple(p.shape)[:idx.shape[0]], wrap=True)), None]

@@ -1,5 +1,5 @@
-"""Joining and cutting along an axis: Concat, stack, SliceChannel, split_v2, slice, slice_axis
-(MXNet 1.9.1 src/operator/tensor/matrix_op*, slice_channel.cc, concat.cc): parameters, shape
+"""Joining and cutting along an axis: Concat, stack, SliceChannel, split_v2, slice, slice_axis,
+slice_like (MXNet 1.9.1 src/operator/tensor/matrix_op*, slice_channel.cc, concat.cc): parameters, shape
 rule, lowering and gradient per op."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Optional
 from .nhwc import TO_NHWC, ChannelsLast, LayoutQuery
 from .params import Shape
 from .registry import define, differentiable, lays_out, lowers
-from .rules import known, merge, norm_axis, same_dtype, shape_str
+from .rules import dtype_of_first, known, merge, norm_axis, same_dtype, shape_str
 
 SliceSpec = tuple[Optional[int], ...]
 
@@ -383,3 +383,43 @@ def _slice_axis_grad(ctx, p: SliceAxisParam, g):
     low, high = [0] * len(shape), [0] * len(shape)
     low[ax], high[ax] = lo, shape[ax] - hi
     return [ctx.b.pad(g, 0.0, low, high)]
+
+
+@dataclass(frozen=True)
+class SliceLikeParam:
+    axes: Shape = ()
+
+
+def _slice_like_shape(p: SliceLikeParam, ins, outs):
+    data, like = ins
+    if not known(data) or not known(like):
+        return ins, outs
+    if not p.axes and len(data) != len(like):
+        raise ValueError(f"By default slice_axis performs slice on all axes, but ndim mismatch for inputs: "
+                         f"{len(data)} vs. {len(like)}")
+    out = list(data)
+    for a in p.axes or range(len(data)):
+        ax = norm_axis(a, len(data), "slice_like")
+        if ax >= len(like):
+            raise ValueError(f"Slice axis: {ax} exceeds second input: {len(like)}")
+        if like[ax] > data[ax]:
+            raise ValueError(f"Slice axis {ax} with size {like[ax]} exceeds limit of input with size {data[ax]}")
+        out[ax] = like[ax]
+    return ins, [merge(outs[0], tuple(out))]
+
+
+# shape_like is read for its shape only and gets a zero gradient, as MXNet's
+slice_like = define("slice_like", params=SliceLikeParam, inputs=["data", "shape_like"],
+                    no_grad_inputs=("shape_like",), shape_only_inputs=(1,), infer_shape=_slice_like_shape,
+                    infer_type=dtype_of_first)
+
+
+@lowers(slice_like)
+def _slice_like_lower(ctx, p: SliceLikeParam, x, like):
+    return ctx.b.slice(x, [0] * x.ndim, ctx.out_shapes[0])
+
+
+@differentiable(slice_like, ("ograd0",))
+def _slice_like_grad(ctx, p: SliceLikeParam, g):
+    shape = ctx.fwd_in_shapes[0]
+    return [ctx.b.pad(g, 0.0, [0] * g.ndim, [n - d for n, d in zip(shape, g.shape)]), None]

@@ -1,8 +1,9 @@
 """Softmax family and loss heads: softmax, log_softmax, SoftmaxActivation,
-SoftmaxOutput, Linear/Logistic/MAE RegressionOutput, MakeLoss.
+SoftmaxOutput, Linear/Logistic/MAE RegressionOutput, MakeLoss, softmax_cross_entropy, smooth_l1.
 
 Mirrors MXNet 1.9.1 src/operator/softmax_output.cc, regression_output.cc,
-make_loss.cc, nn/softmax.cc.  Loss heads (``is_loss``) need no head gradient.
+make_loss.cc, nn/softmax.cc, loss_binary_op.cc; smooth_l1 from
+tensor/elemwise_binary_scalar_op_extended.cc.  Loss heads (``is_loss``) need no head gradient.
 Each op's parameters, shape rule, lowering and gradient stand together.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Literal, Optional
 import numpy as np
 
 from ..base import AotexecError
+from .elemwise import ScalarParam
 from .registry import OpDef, define, differentiable, lowers
 from .rules import dtype_of_first, known, merge, prod, same_dtype, same_shape, shape_str
 
@@ -380,3 +382,67 @@ def _make_loss_lower_grad(ctx, p, *unused):
     shape, dtype = tuple(ctx.fwd_in_shapes[0]), ctx.fwd_in_dtypes[0]
     c = ctx.b.constant(1.0, (), dtype)
     return [ctx.b.broadcast_in_dim(c, shape, []) if shape else c]
+
+
+# --- softmax_cross_entropy (loss_binary_op-inl.h): sum over the batch of -log(max(p_label, 1e-8));
+# an ordinary op (its gradient is scaled by the head gradient), the label gets none
+def _softmax_cross_entropy_shape(p, ins, outs):
+    data, label = ins
+    if data is not None and len(data) != 2:
+        raise ValueError(f"SoftmaxCrossEntropy only accept 2D data, got {data}")
+    if label is not None and len(label) != 1:
+        raise ValueError(f"SoftmaxCrossEntropy only accept 1D label, got {label}")
+    if known(data):
+        label = merge(label, (data[0],))
+    return [data, label], [(1,)]
+
+
+softmax_cross_entropy = define("softmax_cross_entropy", inputs=["data", "label"], no_grad_inputs=("label",),
+                               infer_shape=_softmax_cross_entropy_shape, infer_type=same_dtype)
+
+
+def _label_hits(b, x, label):
+    """i1 (N, K): column == label of the row (labels as C casts them)."""
+    ids = b.broadcast_in_dim(b.convert(label, "int32"), x.shape, [0])
+    return b.compare(b.iota(x.shape, 1, "int32"), ids, "EQ")
+
+
+@lowers(softmax_cross_entropy)
+def _softmax_cross_entropy_lower(ctx, p, x, label):
+    b = ctx.b
+    probs = softmax_values(b, x, 1)
+    picked = b.reduce(b.select(_label_hits(b, x, label), probs, b.full_like(probs, 0.0)), [1])
+    return b.reshape(b.reduce(b.neg(b.log(b.max(picked, 1e-8))), [0]), (1,))
+
+
+@differentiable(softmax_cross_entropy, ("ograd0", "in0", "in1"))
+def _softmax_cross_entropy_grad(ctx, p, g, x, label):
+    """(softmax(x) - onehot(label)) times the (1,) head gradient (the 1e-8 floor is not
+    differentiated, as MXNet's)."""
+    b = ctx.b
+    d = b.sub(softmax_values(b, x, 1), b.convert(_label_hits(b, x, label), x.dtype))
+    return [b.mul(d, b.broadcast_in_dim(b.reshape(g, ()), x.shape, [])), None]
+
+
+# --- smooth_l1 (mshadow_op.h smooth_l1_loss): 0.5 (sigma x)^2 where |x| <= 1/sigma^2, else
+# |x| - 0.5/sigma^2; ``scalar`` is sigma
+smooth_l1 = define("smooth_l1", params=ScalarParam, infer_shape=same_shape, infer_type=same_dtype, inplace=True)
+
+
+def _smooth_l1_outside(b, x, sigma: float):
+    return b.compare(b.abs(x), 1.0 / (sigma * sigma), "GT")
+
+
+@lowers(smooth_l1)
+def _smooth_l1_lower(ctx, p: ScalarParam, x):
+    b, s2 = ctx.b, p.scalar * p.scalar
+    quad = b.mul(b.mul(x, x), 0.5 * s2)
+    return b.select(_smooth_l1_outside(b, x, p.scalar), b.sub(b.abs(x), 0.5 / s2), quad)
+
+
+@differentiable(smooth_l1, ("ograd0", "in0"))
+def _smooth_l1_grad(ctx, p: ScalarParam, g, x):
+    """g sign(x) outside, g sigma^2 x inside."""
+    b = ctx.b
+    d = b.select(_smooth_l1_outside(b, x, p.scalar), b.unary("sign", x), b.mul(x, p.scalar * p.scalar))
+    return [b.mul(g, d)]

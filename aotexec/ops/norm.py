@@ -1,15 +1,16 @@
-"""Normalization: BatchNorm and LRN (MXNet 1.9.1 src/operator/nn/batch_norm.cc, lrn.cc):
-parameters, shape rule, lowering, recomputation, gradient and (BatchNorm) channels-last
-rule per op."""
+"""Normalization: BatchNorm, LRN, LayerNorm, GroupNorm, InstanceNorm, L2Normalization (MXNet
+1.9.1 src/operator/nn/batch_norm.cc, lrn.cc, layer_norm.cc, group_norm.cc, instance_norm.cc,
+l2_normalization.cc): parameters, shape rule, lowering, recomputation, gradient and (BatchNorm)
+channels-last rule per op."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 from .nhwc import ChannelsLast, LayoutQuery, first_nhwc
 from .registry import define, differentiable, lays_out, lowers, rematerializes
-from .rules import prod, same_dtype, same_shape
+from .rules import known, merge, prod, same_dtype, same_shape
 
 
 # --- BatchNorm (src/operator/nn/batch_norm.cc, BatchNormShape) ---
@@ -221,3 +222,214 @@ def _lrn_grad(ctx, p: LRNParam, g, x):
     u = b.reduce_window(t, "add", window, unit, [(0, 0), (n - 1 - n // 2, n // 2)] + [(0, 0)] * (x.ndim - 2),
                         x.shape)
     return [b.sub(b.mul(g, b.pow(norm, -p.beta)), b.mul(b.mul(x, u), 2.0 * p.alpha * p.beta / n))]
+
+
+# --- per-sample moments (LayerNorm, GroupNorm, InstanceNorm): statistics over ``axes`` of
+# every row, a gradient that reads forward's statistics rather than recomputing them
+def _others(ndim: int, axes) -> list[int]:
+    return [i for i in range(ndim) if i not in axes]
+
+
+def _moments(b, x, axes: list[int]):
+    """(x - mean, mean, biased variance); the statistics have x's shape without ``axes``."""
+    n = float(prod(x.shape[i] for i in axes))
+    mean = b.div(b.reduce(x, axes), n)
+    xc = b.sub(x, b.broadcast_in_dim(mean, x.shape, _others(x.ndim, axes)))
+    return xc, mean, b.div(b.reduce(b.mul(xc, xc), axes), n)
+
+
+def _moments_input_grad(b, x, gh, mean, inv_std, axes: list[int]):
+    """dx = inv_std (gh - mean(gh) - xhat mean(gh xhat)) for y = xhat (gh: the gradient of xhat),
+    and xhat, over ``axes`` (stats shaped like x without them)."""
+    keep = _others(x.ndim, axes)
+    n = float(prod(x.shape[i] for i in axes))
+    bc = lambda v: b.broadcast_in_dim(v, x.shape, keep)  # noqa: E731
+    xhat = b.mul(b.sub(x, bc(mean)), bc(inv_std))
+    m1 = b.div(b.reduce(gh, axes), n)
+    m2 = b.div(b.reduce(b.mul(gh, xhat), axes), n)
+    return b.mul(b.sub(b.sub(gh, bc(m1)), b.mul(xhat, bc(m2))), bc(inv_std)), xhat
+
+
+def _affine(b, y, gamma, beta, dim: int):
+    """y * gamma + beta, gamma and beta along ``dim``."""
+    return b.add(b.mul(y, b.broadcast_in_dim(gamma, y.shape, [dim])), b.broadcast_in_dim(beta, y.shape, [dim]))
+
+
+def _rows(x, lead: int):
+    """x's shape with the dims from ``lead`` on merged (GroupNorm, InstanceNorm)."""
+    return tuple(x.shape[:lead]) + (prod(x.shape[lead:]),)
+
+
+# --- LayerNorm (src/operator/nn/layer_norm.cc): mean and std (sqrt(var + eps)) keep ``axis`` as 1
+@dataclass(frozen=True)
+class LayerNormParam:
+    axis: int = -1
+    eps: float = 1e-5
+    output_mean_var: bool = False
+
+
+def _layer_norm_shape(p: LayerNormParam, ins, outs):
+    data = merge(ins[0], outs[0])
+    if not known(data):
+        return [data] + list(ins[1:]), [data] + list(outs[1:])
+    ax = p.axis % len(data)
+    c = (data[ax],)
+    moments = tuple(1 if i == ax else d for i, d in enumerate(data))
+    return [data, merge(ins[1], c), merge(ins[2], c)], [data, moments, moments]
+
+
+LayerNorm = define("LayerNorm", params=LayerNormParam, inputs=["data", "gamma", "beta"],
+                   outputs=["output", "mean", "std"], num_visible=lambda p: 3 if p.output_mean_var else 1,
+                   infer_shape=_layer_norm_shape, infer_type=same_dtype)
+
+
+@lowers(LayerNorm)
+def _layer_norm_lower(ctx, p: LayerNormParam, x, gamma, beta):
+    b, ax = ctx.b, p.axis % x.ndim
+    xc, mean, var = _moments(b, x, [ax])
+    std = b.sqrt(b.add(var, p.eps))
+    y = b.div(xc, b.broadcast_in_dim(std, x.shape, _others(x.ndim, [ax])))
+    kept = ctx.out_shapes[1]
+    return [_affine(b, y, gamma, beta, ax), b.reshape(mean, kept), b.reshape(std, kept)]
+
+
+@differentiable(LayerNorm, ("ograd0", "in0", "in1", "out1", "out2"))
+def _layer_norm_grad(ctx, p: LayerNormParam, g, x, gamma, mean, std):
+    """MXNet's rule: the mean and std outputs pass no gradient back."""
+    b, ax = ctx.b, p.axis % x.ndim
+    red = tuple(d for i, d in enumerate(x.shape) if i != ax)
+    gh = b.mul(g, b.broadcast_in_dim(gamma, x.shape, [ax]))
+    dx, xhat = _moments_input_grad(b, x, gh, b.reshape(mean, red), b.div(1.0, b.reshape(std, red)), [ax])
+    others = _others(x.ndim, [ax])
+    return [dx, b.reduce(b.mul(g, xhat), others), b.reduce(g, others)]
+
+
+# --- GroupNorm (src/operator/nn/group_norm.cc): MXNet 1.9.1's gamma and beta hold one value
+# per group (num_groups,), not per channel; mean and std are (N, num_groups)
+@dataclass(frozen=True)
+class GroupNormParam:
+    num_groups: int = 1
+    eps: float = 1e-5
+    output_mean_var: bool = False
+
+
+def _group_norm_shape(p: GroupNormParam, ins, outs):
+    data = merge(ins[0], outs[0])
+    if not known(data):
+        return [data] + list(ins[1:]), [data] + list(outs[1:])
+    if len(data) < 3 or data[1] % p.num_groups:
+        raise ValueError(f"GroupNorm needs a 3-D or larger input whose {data[1] if len(data) > 1 else 0} "
+                         f"channels divide into {p.num_groups} groups, got {data}")
+    g = (p.num_groups,)
+    return [data, merge(ins[1], g), merge(ins[2], g)], [data, (data[0], p.num_groups), (data[0], p.num_groups)]
+
+
+GroupNorm = define("GroupNorm", params=GroupNormParam, inputs=["data", "gamma", "beta"],
+                   outputs=["output", "mean", "std"], num_visible=lambda p: 3 if p.output_mean_var else 1,
+                   infer_shape=_group_norm_shape, infer_type=same_dtype)
+
+
+def _groups(b, x, p: GroupNormParam):
+    return b.reshape(x, (x.shape[0], p.num_groups, prod(x.shape[1:]) // p.num_groups))
+
+
+@lowers(GroupNorm)
+def _group_norm_lower(ctx, p: GroupNormParam, x, gamma, beta):
+    b = ctx.b
+    xc, mean, var = _moments(b, _groups(b, x, p), [2])
+    std = b.sqrt(b.add(var, p.eps))
+    y = b.div(xc, b.broadcast_in_dim(std, xc.shape, [0, 1]))
+    return [b.reshape(_affine(b, y, gamma, beta, 1), x.shape), mean, std]
+
+
+@differentiable(GroupNorm, ("ograd0", "in0", "in1", "out1", "out2"))
+def _group_norm_grad(ctx, p: GroupNormParam, g, x, gamma, mean, std):
+    b = ctx.b
+    xg, gg = _groups(b, x, p), _groups(b, g, p)
+    gh = b.mul(gg, b.broadcast_in_dim(gamma, gg.shape, [1]))
+    dx, xhat = _moments_input_grad(b, xg, gh, mean, b.div(1.0, std), [2])
+    return [b.reshape(dx, x.shape), b.reduce(b.mul(gg, xhat), [0, 2]), b.reduce(gg, [0, 2])]
+
+
+# --- InstanceNorm (src/operator/instance_norm-inl.h): per (sample, channel) over the spatial
+# dims; its hidden outputs are mean and var (not std), (N, C)
+@dataclass(frozen=True)
+class InstanceNormParam:
+    eps: float = 1e-3
+
+
+def _instance_norm_shape(p: InstanceNormParam, ins, outs):
+    data = merge(ins[0], outs[0])
+    if not known(data):
+        return [data] + list(ins[1:]), [data] + list(outs[1:])
+    if len(data) < 3:
+        raise ValueError(f"InstanceNorm only supports input tensors of rank >= 3, got {data}")
+    c = (data[1],)
+    return [data, merge(ins[1], c), merge(ins[2], c)], [data, tuple(data[:2]), tuple(data[:2])]
+
+
+InstanceNorm = define("InstanceNorm", params=InstanceNormParam, inputs=["data", "gamma", "beta"],
+                      outputs=["output", "mean", "var"], num_visible=lambda p: 1,
+                      infer_shape=_instance_norm_shape, infer_type=same_dtype)
+
+
+@lowers(InstanceNorm)
+def _instance_norm_lower(ctx, p: InstanceNormParam, x, gamma, beta):
+    b = ctx.b
+    xc, mean, var = _moments(b, b.reshape(x, _rows(x, 2)), [2])
+    y = b.mul(xc, b.broadcast_in_dim(b.rsqrt(b.add(var, p.eps)), xc.shape, [0, 1]))
+    return [b.reshape(_affine(b, y, gamma, beta, 1), x.shape), mean, var]
+
+
+@differentiable(InstanceNorm, ("ograd0", "in0", "in1", "out1", "out2"))
+def _instance_norm_grad(ctx, p: InstanceNormParam, g, x, gamma, mean, var):
+    b = ctx.b
+    xr, gr = b.reshape(x, _rows(x, 2)), b.reshape(g, _rows(x, 2))
+    gh = b.mul(gr, b.broadcast_in_dim(gamma, gr.shape, [1]))
+    dx, xhat = _moments_input_grad(b, xr, gh, mean, b.rsqrt(b.add(var, p.eps)), [2])
+    return [b.reshape(dx, x.shape), b.reduce(b.mul(gr, xhat), [0, 2]), b.reduce(gr, [0, 2])]
+
+
+# --- L2Normalization (src/operator/l2_normalization-inl.h): x / sqrt(sum(x^2) + eps) per sample
+# ('instance'), per position over channels ('channel') or per channel over positions ('spatial')
+@dataclass(frozen=True)
+class L2NormalizationParam:
+    eps: float = 1e-10
+    mode: Literal["channel", "instance", "spatial"] = "instance"
+
+
+def _l2_axes(p: L2NormalizationParam, ndim: int) -> list[int]:
+    return {"instance": list(range(1, ndim)), "channel": [1], "spatial": list(range(2, ndim))}[p.mode]
+
+
+def _l2_shape(p: L2NormalizationParam, ins, outs):
+    data = merge(ins[0], outs[0])
+    if not known(data):
+        return [data], [data] + list(outs[1:])
+    if p.mode != "instance" and len(data) < 3:
+        raise ValueError(f"At lease 3 dimensions required in {p.mode} mode, got {data}")
+    norm = {"instance": (data[0],), "channel": (data[0], 1) + tuple(data[2:]), "spatial": tuple(data[:2])}[p.mode]
+    return [data], [data, norm]
+
+
+L2Normalization = define("L2Normalization", params=L2NormalizationParam, outputs=["output", "norm"],
+                         num_visible=lambda p: 1, infer_shape=_l2_shape, infer_type=same_dtype)
+
+
+@lowers(L2Normalization)
+def _l2_lower(ctx, p: L2NormalizationParam, x):
+    b, axes = ctx.b, _l2_axes(p, x.ndim)
+    norm = b.sqrt(b.add(b.reduce(b.mul(x, x), axes), p.eps))
+    y = b.div(x, b.broadcast_in_dim(norm, x.shape, _others(x.ndim, axes)))
+    return [y, b.reshape(norm, ctx.out_shapes[1])]
+
+
+@differentiable(L2Normalization, ("ograd0", "out0", "out1"))
+def _l2_grad(ctx, p: L2NormalizationParam, g, y, norm):
+    """(g - y sum(g y)) / norm, the sum over the normalized axes."""
+    b, axes = ctx.b, _l2_axes(p, y.ndim)
+    keep = _others(y.ndim, axes)
+    bc = lambda v: b.broadcast_in_dim(v, y.shape, keep)  # noqa: E731
+    norm = b.reshape(norm, tuple(y.shape[i] for i in keep))
+    t = b.reduce(b.mul(g, y), axes)
+    return [b.div(b.sub(g, b.mul(y, bc(t))), bc(norm))]

@@ -88,11 +88,14 @@ def reshape_target(dshape: tuple[int, ...], spec: tuple[int, ...], reverse: bool
 
 
 def _fill_one_unknown(data: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
-    """MXNet's ReverseReshapeInferShape: one unknown input dim follows from a known output."""
+    """MXNet's ReverseReshapeInferShape: one unknown input dim follows from a known output
+    (Gluon's i2h weight before its input size is known, reshaped to the flat RNN parameters)."""
     unknown = [i for i, d in enumerate(data) if d < 0]
     if not known(out) or len(unknown) != 1:
         return data
     rest = prod(d for d in data if d >= 0)
+    if not rest or prod(out) % rest:
+        return data
     return tuple(prod(out) // rest if i == unknown[0] else d for i, d in enumerate(data))
 
 

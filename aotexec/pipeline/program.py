@@ -2,6 +2,7 @@
 everything that shapes the code, cached on disk by ``compiler.compile_mlir``."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -85,9 +86,13 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
 
 
 def compile_with_fallback(build, reductions: str, opts: CompileOptions, options: Options):
-    """Compile ``build(reductions=...)``; a module whose blocked column reductions IREE 3.13's
-    codegen rejects (``Emitter.reduce``) is compiled again with whole ones, which only costs
-    speed. Other failures, and failures of the whole form, are raised."""
+    """Compile ``build(reductions=...)``, falling back on IREE 3.13 codegen failures that only
+    cost speed to avoid: a module whose blocked column reductions are rejected
+    (``Emitter.reduce``) is compiled again with whole ones; one still rejected on llvm-cpu
+    ("operations with large vector sizes", stack allocations over the limit: a data-tiled
+    matmul whose epilogue unpacks several results, e.g. densenet121's 1x1 convolution data
+    gradients fused with the BatchNorm / ReLU gradients before them at batch 16) without data
+    tiling. Other failures, and failures of the last form, are raised."""
     text, spec = build(reductions=reductions)
     verify_mlir(text)
     try:
@@ -96,11 +101,26 @@ def compile_with_fallback(build, reductions: str, opts: CompileOptions, options:
         if reductions != "blocks":
             raise
         whole, spec = build(reductions="whole")
-        if whole == text:
-            raise
-        _log.warning("IREE rejected the module with blocked column reductions (%s); compiling it with "
-                     "whole ones (slower)", first.diagnostics[0][:200] if first.diagnostics else first)
-        return compile_mlir(whole, opts, options=options), spec
+        if whole != text:
+            _log.warning("IREE rejected the module with blocked column reductions (%s); compiling it with "
+                         "whole ones (slower)", _first_line(first))
+            try:
+                return compile_mlir(whole, opts, options=options), spec
+            except CompileError as second:
+                first = second
+        if opts.target != "llvm-cpu" or not opts.data_tiling or not _codegen_limit(first):
+            raise first
+        _log.warning("IREE rejected the module with data tiling (%s); compiling it without (slower)",
+                     _first_line(first))
+        return compile_mlir(whole, dataclasses.replace(opts, data_tiling=False), options=options), spec
+
+
+def _first_line(e: CompileError) -> str:
+    return e.diagnostics[0][:200] if e.diagnostics else str(e)
+
+
+def _codegen_limit(e: CompileError) -> bool:
+    return any("large vector sizes" in d or "stack allocation limit" in d for d in e.diagnostics)
 
 
 # IREE 3.13's default Vulkan target (vp_android_baseline_2022) has 32-bit storage only:

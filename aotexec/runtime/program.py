@@ -75,9 +75,7 @@ class Program:
     def bind_parameters(self, values: dict[str, np.ndarray]) -> LoadedModule:
         """The module in a context of its own whose resident parameters hold ``values``
         (by variable name); its initializers (weight packing) run now."""
-        keys = {}
-        for e in self.spec.entries.values():
-            keys.update({f"p{k}": values[n] for k, n in enumerate(e.resident)})
+        keys = {n: values[n] for e in self.spec.entries.values() for n in e.resident}
         return self.device.load_module(self._vm_module, parameters=(RESIDENT_SCOPE, keys))
 
     def transients_size(self, name: str) -> int:
@@ -85,6 +83,8 @@ class Program:
         refl = dict(self._vm_module.lookup_function(name).reflection) if self.resident else \
             self.module.reflection(name)
         size = refl.get("iree.abi.transients.size.constant")
+        if size is None and "iree.abi.transients.size" not in refl:
+            return 0        # no arena declared (lowering.module: functions with loops)
         if size is None:
             raise AotexecError(f"{name} needs a transient arena of dynamic size, which aotexec does not plan yet")
         return int(size)

@@ -4,6 +4,7 @@ registered op (``FullyConnected``, ``relu``, ``_Plus``...), MXNet 1.x compatible
 from __future__ import annotations
 
 import dataclasses
+import types
 from numbers import Number
 from typing import Any
 
@@ -175,6 +176,17 @@ def _ufunc(left, right, sym_op: str, scalar_op: str, rscalar_op: str, numbers):
     raise TypeError(f"types ({type(left)}, {type(right)}) not supported")
 
 
+def full(shape, val, dtype=None, **kwargs) -> Symbol:
+    """MXNet's wrapper of ``_full``."""
+    return globals()["_full"](shape=shape, dtype=dtype or "float32", value=float(val), **kwargs)
+
+
+def arange(start, stop=None, step=1.0, repeat=1, infer_range=False, name=None, dtype=None) -> Symbol:
+    """MXNet's wrapper of ``_arange`` (one bound: the stop, from 0)."""
+    return globals()["_arange"](start=start, stop=stop, step=step, repeat=repeat, infer_range=infer_range,
+                                name=name, dtype=dtype or "float32")
+
+
 def pow(base, exp):  # noqa: A001  (MXNet's name)
     return _ufunc(base, exp, "_Power", "_PowerScalar", "_RPowerScalar", lambda a, b: a ** b)
 
@@ -204,6 +216,11 @@ def split_v2(ary: Symbol, indices_or_sections, axis: int = 0, squeeze_axis: bool
         return globals()["_split_v2"](ary, indices=(0,) + tuple(indices_or_sections), axis=axis,
                                        squeeze_axis=squeeze_axis, **kwargs)
     raise ValueError("indices_or_sections must either int or tuple of ints")
+
+
+# mx.sym.contrib: the _contrib_ ops without the prefix (contrib.BilinearResize2D)
+contrib = types.SimpleNamespace(**{k[len("_contrib_"):]: v for k, v in list(globals().items())
+                                   if k.startswith("_contrib_")})
 
 
 class _Operators:

@@ -62,6 +62,18 @@ def _node_attrs(item: dict, where: str) -> dict[str, str]:
     return attrs
 
 
+def _index_list(v: Any) -> bool:
+    """[node, output, (version)]: ints (a JSON true is not a node id)."""
+    return isinstance(v, list) and bool(v) and all(type(x) is int for x in v)
+
+
+def _list_of(doc: dict, key: str, where: str) -> list:
+    val = doc.get(key, [])
+    if not isinstance(val, list):
+        raise AotexecError(f"malformed symbol JSON: '{key}' of {where} must be a list")
+    return val
+
+
 def json_to_heads(text: str) -> list[Entry]:
     try:
         doc = json.loads(text)
@@ -78,13 +90,13 @@ def json_to_heads(text: str) -> list[Entry]:
         where = f"node {i} ('{name}')"
         attrs = _node_attrs(item, where)
         inputs = []
-        for inp in item.get("inputs", []):
-            if not isinstance(inp, list) or len(inp) < 2 or not all(isinstance(v, int) for v in inp):
+        for inp in _list_of(item, "inputs", where):
+            if not _index_list(inp) or len(inp) < 2:
                 raise AotexecError(f"malformed symbol JSON: bad input {inp!r} of {where}")
             src, idx = inp[0], inp[1]
             if not 0 <= src < i:
                 raise AotexecError(f"malformed symbol JSON: {where} reads node {src}, which is not an earlier node")
-            if idx >= nodes[src].num_outputs:
+            if not 0 <= idx < nodes[src].num_outputs:
                 raise AotexecError(f"malformed symbol JSON: {where} reads output {idx} of '{nodes[src].name}', "
                                    f"which has {nodes[src].num_outputs} outputs")
             inputs.append(Entry(nodes[src], idx))
@@ -99,14 +111,16 @@ def json_to_heads(text: str) -> list[Entry]:
             raise AotexecError(f"malformed symbol JSON: {where} ({op.name}) has {len(inputs)} inputs, "
                                f"expected {len(expected)} ({', '.join(expected)})")
         nodes.append(node)
-        for c in item.get("control_deps", []) or []:
+        for c in _list_of(item, "control_deps", where) if item.get("control_deps") is not None else []:
+            if type(c) is not int or not 0 <= c < i:
+                raise AotexecError(f"malformed symbol JSON: {where} has control dependency {c!r}, not an earlier node")
             node.control_deps.append(nodes[c])
     heads = []
-    for h in doc["heads"]:
-        if not isinstance(h, list) or not h or not 0 <= h[0] < len(nodes):
+    for h in _list_of(doc, "heads", "the symbol"):
+        if not _index_list(h) or not 0 <= h[0] < len(nodes):
             raise AotexecError(f"malformed symbol JSON: bad head {h!r}")
         idx = h[1] if len(h) > 1 else 0
-        if idx >= nodes[h[0]].num_outputs:
+        if not 0 <= idx < nodes[h[0]].num_outputs:
             raise AotexecError(f"malformed symbol JSON: head {h!r} names a missing output")
         heads.append(Entry(nodes[h[0]], idx))
     _check_unique_variables(heads)

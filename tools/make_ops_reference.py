@@ -1,0 +1,207 @@
+"""Reference data for the ops of issue #18 (``tests/test_ops_ext.py``), computed by MXNet 1.9.1:
+``tests/data/ops_ext/`` gets, per case, ``<case>-symbol.json`` (MXNet's JSON of a group of ops
+with independent inputs, so one compile checks several ops) and ``<case>.npz`` with the inputs
+(``arg:<name>``), the outputs of a training forward (``out:<i>``), the head gradients
+(``head:<i>``, fixed by the seed) and MXNet's input gradients for them (``grad:<name>``);
+``cases.json`` lists each case's gradient arguments and whether it runs backward.
+
+    python tools/make_ops_reference.py [--out tests/data/ops_ext]
+
+runs itself in the MXNet virtualenv of the benchmark harness (``benchmarks/venvs.py``,
+``native_mxnet``: MXNet's native kernels) when ``mxnet`` is not importable.  MXNet is only needed
+here, never by aotexec or its tests.  Inputs are small and kept away from ties (sorting) and
+kinks (smooth_l1, the sampler's pixel boundaries), where references would be ambiguous.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = 18
+
+
+def _distinct(np, rng, shape):
+    """Values with no ties (a shuffled ramp, spaced 0.37 apart)."""
+    n = int(np.prod(shape))
+    return (rng.permutation(n).reshape(shape) * 0.37 - n * 0.15).astype(np.float32)
+
+
+def norms(mx, np, rng):
+    V = mx.sym.var
+    outs = [mx.sym.LayerNorm(V("ln_x"), name="ln"),
+            mx.sym.LayerNorm(V("ln1_x"), axis=1, eps=1e-3, output_mean_var=True, name="ln1"),
+            mx.sym.GroupNorm(V("gn_x"), num_groups=2, output_mean_var=True, name="gn"),
+            mx.sym.InstanceNorm(V("in_x"), eps=1e-3, name="inorm"),
+            mx.sym.InstanceNorm(V("in4_x"), name="inorm4"),
+            mx.sym.L2Normalization(V("l2i_x"), name="l2i"),
+            mx.sym.L2Normalization(V("l2c_x"), mode="channel", name="l2c"),
+            mx.sym.L2Normalization(V("l2s_x"), mode="spatial", eps=1e-6, name="l2s"),
+            mx.sym.L2Normalization(V("l2f_x"), name="l2f")]
+    shapes = {"ln_x": (2, 3, 4), "ln1_x": (2, 3, 4), "gn_x": (2, 4, 3, 2), "in_x": (2, 3, 5),
+              "in4_x": (2, 2, 3, 3), "l2i_x": (2, 3, 2, 2), "l2c_x": (2, 3, 2, 2), "l2s_x": (2, 3, 2, 2),
+              "l2f_x": (3, 4)}
+    return outs, shapes, None
+
+
+def spatial(mx, np, rng):
+    V = mx.sym.var
+    outs = [mx.sym.Pad(V("pad_c"), mode="constant", constant_value=1.5, pad_width=(0, 0, 0, 0, 1, 2, 2, 1)),
+            mx.sym.Pad(V("pad_e"), mode="edge", pad_width=(0, 0, 0, 0, 2, 1, 1, 3)),
+            mx.sym.pad(V("pad_r"), mode="reflect", pad_width=(0, 0, 0, 0, 2, 3, 1, 2)),
+            mx.sym.Pad(V("pad_e5"), mode="edge", pad_width=(0, 0, 0, 0, 1, 0, 0, 1, 2, 1)),
+            mx.sym.Pad(V("pad_c5"), mode="constant", pad_width=(0, 0, 0, 0, 1, 1, 0, 2, 1, 0)),
+            mx.sym.Crop(V("crop_x"), V("crop_like"), offset=(1, 2)),
+            mx.sym.Crop(V("crop_y"), h_w=(2, 3), center_crop=True),
+            mx.sym.slice_like(V("sl_x"), V("sl_like"), axes=(0, -1)),
+            mx.sym.slice_like(V("sl_x2"), V("sl_like2")),
+            mx.sym.depth_to_space(V("d2s_x"), block_size=2),
+            mx.sym.space_to_depth(V("s2d_x"), block_size=2)]
+    shapes = {"pad_c": (1, 2, 3, 3), "pad_e": (1, 2, 3, 3), "pad_r": (1, 2, 4, 3), "pad_e5": (1, 1, 2, 3, 2),
+              "pad_c5": (1, 1, 2, 2, 2), "crop_x": (2, 2, 5, 6), "crop_like": (1, 1, 3, 4), "crop_y": (2, 2, 5, 6),
+              "sl_x": (3, 4, 5), "sl_like": (2, 4, 3), "sl_x2": (3, 4), "sl_like2": (2, 2),
+              "d2s_x": (1, 8, 2, 3), "s2d_x": (1, 2, 4, 6)}
+    return outs, shapes, None
+
+
+def ordering(mx, np, rng):
+    V = mx.sym.var
+    outs = [mx.sym.topk(V("tk_v"), k=2, ret_typ="value"),
+            mx.sym.topk(V("tk_b"), axis=0, k=2, ret_typ="both", is_ascend=True, dtype="int32"),
+            mx.sym.topk(V("tk_i"), axis=None, k=3),
+            mx.sym.topk(V("tk_m"), axis=1, k=2, ret_typ="mask"),
+            mx.sym.sort(V("st"), axis=0, is_ascend=False),
+            mx.sym.sort(V("st_n"), axis=None),
+            mx.sym.argsort(V("as"), axis=1),
+            mx.sym.argsort(V("as_i"), axis=None, is_ascend=False, dtype="int32")]
+    shapes = {"tk_v": (3, 5), "tk_b": (4, 3), "tk_i": (2, 3, 2), "tk_m": (3, 4), "st": (3, 4), "st_n": (2, 3),
+              "as": (3, 4), "as_i": (2, 3)}
+    return outs, shapes, {k: _distinct(np, rng, s) for k, s in shapes.items()}
+
+
+def nd_index(mx, np, rng):
+    V = mx.sym.var
+    outs = [mx.sym.gather_nd(V("gn_data"), V("gn_idx")),
+            mx.sym.gather_nd(V("gn1_data"), V("gn1_idx")),
+            mx.sym.scatter_nd(V("sn_data"), V("sn_idx"), shape=(3, 5)),
+            mx.sym.scatter_nd(V("sn2_data"), V("sn2_idx"), shape=(4, 3))]
+    shapes = {"gn_data": (3, 4, 2), "gn_idx": (2, 5), "gn1_data": (4, 3), "gn1_idx": (1, 2, 3),
+              "sn_data": (4,), "sn_idx": (2, 4), "sn2_data": (2, 3), "sn2_idx": (1, 2)}
+    # repeats accumulate; no negative ids: MXNet 1.9.1's _backward_gather_nd does not wrap them and
+    # writes out of bounds (heap corruption), so they are checked in forward only (case 'forward')
+    fixed = {"gn_idx": np.array([[0, 2, 2, 1, 0], [3, 1, 1, 0, 3]], np.float32),
+             "gn1_idx": np.array([[[3, 0, 1], [1, 1, 0]]], np.float32),
+             "sn_idx": np.array([[0, 2, 1, 2], [4, 0, 3, 2]], np.float32),
+             "sn2_idx": np.array([[3, 1]], np.float32)}
+    return outs, shapes, fixed
+
+
+def forward(mx, np, rng):
+    """Ops without gradients, and gather_nd's negative ids (counted from the end)."""
+    sa_x = mx.sym.var("sa_x")
+    outs = [mx.sym.arange(2, 11, 3, repeat=2), mx.sym.arange(5), mx.sym.arange(4, -3, step=-1.5, dtype="int32"),
+            mx.sym.full((2, 3), 2.5), mx.sym.full((3,), 7, dtype="int32"),
+            mx.sym.shape_array(sa_x), mx.sym.size_array(sa_x),
+            mx.sym.gather_nd(mx.sym.var("neg_data"), mx.sym.var("neg_idx"))]
+    fixed = {"neg_idx": np.array([[0, 2, -1, 1, -3], [3, -2, 1, 0, -4]], np.float32)}
+    return outs, {"sa_x": (2, 3, 4), "neg_data": (3, 4, 2), "neg_idx": (2, 5)}, fixed
+
+
+def losses(mx, np, rng):
+    V = mx.sym.var
+    outs = [mx.sym.softmax_cross_entropy(V("sce_data"), V("sce_label")),
+            mx.sym.smooth_l1(V("sl1_x"), scalar=1.0), mx.sym.smooth_l1(V("sl1_y"), scalar=2.0)]
+    shapes = {"sce_data": (4, 5), "sce_label": (4,), "sl1_x": (3, 4), "sl1_y": (3, 4)}
+    # |x| at least 0.1 away from the kinks 1 (sigma 1) and 0.25 (sigma 2)
+    away = lambda c, s: (rng.choice([-1, 1], s) * np.where(rng.random(s) < 0.5, rng.uniform(0.05, c - 0.1, s),  # noqa
+                                                          rng.uniform(c + 0.1, 3 * c, s))).astype(np.float32)
+    fixed = {"sce_label": np.array([1, 0, 4, 2], np.float32), "sl1_x": away(1.0, (3, 4)), "sl1_y": away(0.25, (3, 4))}
+    return outs, shapes, fixed
+
+
+def sampler(mx, np, rng):
+    V = mx.sym.var
+    affine = mx.sym.GridGenerator(V("affine"), transform_type="affine", target_shape=(3, 4))
+    warp = mx.sym.GridGenerator(V("flow"), transform_type="warp")
+    outs = [affine, warp,
+            mx.sym.BilinearSampler(V("img"), affine), mx.sym.BilinearSampler(V("img2"), warp),
+            mx.sym.BilinearSampler(V("bs_data"), V("bs_grid"))]
+    shapes = {"affine": (2, 6), "flow": (1, 2, 3, 4), "img": (2, 2, 4, 5), "img2": (1, 2, 3, 4),
+              "bs_data": (2, 2, 3, 4), "bs_grid": (2, 2, 3, 3)}
+    theta = np.array([[0.9, -0.25, 0.1, 0.2, 0.8, -0.05], [1.1, 0.15, -0.1, -0.1, 0.95, 0.07]], np.float32)
+    fixed = {"affine": theta, "flow": rng.uniform(-0.8, 0.8, (1, 2, 3, 4)).astype(np.float32),
+             "bs_grid": rng.uniform(-1.3, 1.3, (2, 2, 3, 3)).astype(np.float32)}
+    return outs, shapes, fixed
+
+
+def contrib(mx, np, rng):
+    """The _contrib_ ops of segmentation heads and attention."""
+    V, C, al = mx.sym.var, mx.sym.contrib, mx.sym.var("al")
+    outs = [C.BilinearResize2D(V("rs_a"), height=5, width=7),
+            C.BilinearResize2D(V("rs_b"), scale_height=0.5, scale_width=0.6, align_corners=False),
+            C.BilinearResize2D(V("rs_c"), V("rs_like"), mode="like", align_corners=False),
+            C.BilinearResize2D(V("rs_d"), mode="to_even_up"),
+            C.BilinearResize2D(V("rs_e"), mode="odd_scale", scale_height=2.0, scale_width=0.5),
+            C.AdaptiveAvgPooling2D(V("ap_a"), output_size=(2, 3)), C.AdaptiveAvgPooling2D(V("ap_b"), output_size=3),
+            C.AdaptiveAvgPooling2D(V("ap_c")), C.div_sqrt_dim(V("dsd")),
+            C.arange_like(al, start=1, step=0.5, repeat=2), C.arange_like(al, axis=-1)]
+    shapes = {"rs_a": (1, 2, 3, 4), "rs_b": (2, 1, 6, 5), "rs_c": (1, 2, 3, 3), "rs_like": (1, 1, 4, 6),
+              "rs_d": (1, 1, 5, 4), "rs_e": (1, 1, 5, 4), "ap_a": (1, 2, 5, 7), "ap_b": (2, 1, 4, 4),
+              "ap_c": (1, 2, 3, 2), "dsd": (2, 3, 4), "al": (2, 3)}
+    return outs, shapes, None
+
+
+CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
+         "losses": losses, "sampler": sampler, "contrib": contrib}
+NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label"}
+
+
+def make_case(mx, np, name: str, out: Path) -> dict:
+    rng = np.random.RandomState(SEED + list(CASES).index(name))
+    outs, shapes, fixed = CASES[name](mx, np, rng)
+    sym = mx.sym.Group(outs)
+    arg_shapes, _, _ = sym.infer_shape(**shapes)
+    args = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in zip(sym.list_arguments(), arg_shapes)}
+    args.update(fixed or {})
+    # shape-only inputs (crop_like, sl_like) get gradients too: zeros, as MXNet writes them
+    grad = [n for n in sym.list_arguments() if n not in NO_GRAD] if name != "forward" else []
+    ctx = mx.cpu()
+    ex = sym.bind(ctx, {k: mx.nd.array(v, ctx, dtype=v.dtype) for k, v in args.items()},
+                  args_grad={k: mx.nd.zeros(args[k].shape, ctx) for k in grad},
+                  grad_req={k: ("write" if k in grad else "null") for k in args})
+    res = [o.asnumpy() for o in ex.forward(is_train=bool(grad))]
+    arrays = {f"arg:{k}": v for k, v in args.items()}
+    arrays.update({f"out:{i}": v for i, v in enumerate(res)})
+    if grad:
+        heads = [rng.uniform(-1, 1, o.shape).astype(o.dtype) if o.dtype.kind == "f" else np.zeros_like(o) for o in res]
+        ex.backward([mx.nd.array(h, ctx, dtype=h.dtype) for h in heads])
+        mx.nd.waitall()
+        arrays.update({f"head:{i}": h for i, h in enumerate(heads)})
+        arrays.update({f"grad:{k}": ex.grad_dict[k].asnumpy() for k in grad})
+    (out / f"{name}-symbol.json").write_text(sym.tojson())
+    np.savez_compressed(out / f"{name}.npz", **arrays)
+    return {"grad": grad, "outputs": sym.list_outputs()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "ops_ext")
+    a = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import venvs
+    mx, code = venvs.native_mxnet(__file__, sys.argv[1:])
+    if mx is None:
+        return code
+    import numpy as np
+    assert mx.__version__ == "1.9.1", mx.__version__
+    a.out.mkdir(parents=True, exist_ok=True)
+    index = {name: make_case(mx, np, name, a.out) for name in CASES}
+    (a.out / "cases.json").write_text(json.dumps(index, indent=1) + "\n")
+    print(f"wrote {len(index)} cases to {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
