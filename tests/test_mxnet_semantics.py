@@ -319,3 +319,12 @@ def test_dropout_of_every_element_is_nan_as_in_mxnet():
     exe = ax.sym.Dropout(ax.sym.var("data"), p=1.0).simple_bind(ax.cpu(), data=(3, 3))
     exe.arg_arrays[0][:] = 1
     assert np.isnan(exe.forward(is_train=True)[0].asnumpy()).all()
+
+
+@pytest.mark.lowering
+def test_tile_refuses_negative_and_zero_reps():
+    """MXNet's test_tile: reps (1, 2, -3) and (1, 0, 3) are errors outside numpy shape semantics."""
+    x = ax.sym.Variable("x")
+    for reps in ((1, 2, -3), (1, 0, 3)):
+        with pytest.raises(ax.MXNetError, match="reps"):
+            ax.sym.tile(x, reps=reps).infer_shape(x=(4, 4))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..emitter import unbroadcast
+from ..util import is_np_shape
 from .params import Shape
 from .registry import OpDef, define, differentiable, lowers
 from .rules import dtype_of_first, flat_or_axis, forward, known, norm_axis, prod, ranked, same_dtype, shape_str
@@ -109,6 +110,9 @@ class TileParam:
 
 @forward
 def _tile_shape(p: TileParam, data):
+    # a 0 rep gives a 0 dim, an unknown one outside numpy shape semantics (MXNet's TileOpShape)
+    if any(r < 0 for r in p.reps) or (0 in p.reps and not is_np_shape()):
+        raise ValueError(f"tile: reps {tuple(p.reps)} must be positive")
     nd = max(len(data), len(p.reps))
     d = (1,) * (nd - len(data)) + tuple(data)
     r = (1,) * (nd - len(p.reps)) + tuple(p.reps)
