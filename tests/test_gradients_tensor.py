@@ -196,6 +196,7 @@ def test_dot_ops():
 
 
 def test_index_ops():
+    oh = V("oh")
     rng = np.random.default_rng(6)
     loc = {n: rng.uniform(-1, 1, s) for n, s in dict(t0=(4, 3), t1=(2, 4), t2=(3, 4), p0=(3, 4), p1=(3, 4),
                                                      p2=(2, 3), p3=(2, 3), bt=(3, 2)).items()}

@@ -51,6 +51,7 @@ UNARY = {
     "sqrt": (np.sqrt, (0.1, 5)),
     "rsqrt": (lambda x: 1 / np.sqrt(x), (0.1, 5)),
     "cbrt": (np.cbrt, (-5, 5)),
+    "rcbrt": (lambda x: 1 / np.cbrt(x), (0.2, 5)),
     "square": (np.square, (-3, 3)),
     "abs": (np.abs, (-3, 3)),
     "sign": (np.sign, (-3, 3)),
@@ -117,7 +118,7 @@ BIN = {
     "power": np.power, "maximum": np.maximum, "minimum": np.minimum, "hypot": np.hypot,
     "equal": np.equal, "not_equal": np.not_equal, "greater": np.greater,
     "greater_equal": np.greater_equal, "lesser": np.less, "lesser_equal": np.less_equal,
-    "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor,
 }
 ELEMWISE = {"add": "elemwise_add", "sub": "elemwise_sub", "mul": "elemwise_mul", "div": "elemwise_div"}
 
@@ -205,9 +206,10 @@ def test_shape_reduce_index(ctx):
         "dot_nd": (S.dot(X, K), np.tensordot(x, k, axes=(2, 0))),
         "dot_tb": (S.dot(M, N, transpose_b=True), m @ n.T),
         "dot_1d": (S.dot(S.reshape(M, shape=(-1,)), S.reshape(M, shape=(-1,))), _f([m.ravel() @ m.ravel()])),
-        # transpose_a on a 3-D operand reverses all its axes: (6, 5, 4) . (4, 5)
+        # MXNet's transpose_a on a 3-D operand contracts its first axis, keeping the others in
+        # order (the (4, 30) matrix view transposed): (4, 5, 6) . (4, 5) -> (5, 6, 5)
         "dot_nd_ta": (S.dot(X, S.reshape(N, shape=(4, 5)), transpose_a=True),
-                      np.tensordot(x.transpose(2, 1, 0), n.reshape(4, 5), axes=(2, 0))),
+                      np.tensordot(x, n.reshape(4, 5), axes=(0, 0))),
         "batch_dot_tt": (S.batch_dot(BA, BB, transpose_a=True, transpose_b=True),
                          np.einsum("bkm,bnk->bmn", ba, bb)),
         "take_ax1_wrap": (S.take(X, TIDX, axis=1, mode="wrap"),

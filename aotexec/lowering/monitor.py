@@ -15,9 +15,11 @@ def monitor_input_name(node: Node, pos: int) -> str:
 
 
 def monitor_output_names(node: Node) -> list[str]:
+    """Every output MXNet's executor holds for the node, hidden ones too (``bn_mean``,
+    ``lrn_tmp_norm``); not aotexec's aux-update outputs of backward nodes, which MXNet's have not."""
     if node.op.forward_op is not None:
-        return [f"{node.name}_{n}" for n in node.output_names()]
-    return [node.entry_name(i) for i in range(node.num_visible_outputs)]
+        return [f"{node.name}_{n}" for n in node.output_names() if not n.startswith("aux_update")]
+    return [node.entry_name(i) for i in range(node.num_outputs)]
 
 
 def _trace(b: Emitter, key: str, v: Value) -> None:

@@ -3,6 +3,7 @@ leaky_relu.cc, dropout.cc): parameters, shape rule, lowering and gradient per op
 random draws of Dropout and rrelu."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -11,6 +12,7 @@ import numpy as np
 
 from ..base import AotexecError
 from ..emitter import rng_bits
+from . import libm
 from .params import Shape
 from .registry import define, differentiable, lowers
 from .rules import merge, same_dtype, same_shape
@@ -33,7 +35,7 @@ def activation(b, act_type: str, x):
     if act_type == "sigmoid":
         return b.logistic(x)
     if act_type == "tanh":
-        return b.tanh(x)
+        return libm.tanh(b, x)
     if act_type == "softrelu":  # log(1 + exp(x)), stable for large |x|
         return b.add(b.max(x, 0.0), b.unary("log_plus_one", b.exp(b.neg(b.abs(x)))))
     if act_type == "softsign":
@@ -41,7 +43,7 @@ def activation(b, act_type: str, x):
     if act_type == "log_sigmoid":
         return b.neg(activation(b, "softrelu", b.neg(x)))
     if act_type == "mish":
-        return b.mul(x, b.tanh(activation(b, "softrelu", x)))
+        return b.mul(x, libm.tanh(b, activation(b, "softrelu", x)))
     raise ValueError(f"unknown act_type {act_type}")
 
 
@@ -74,7 +76,7 @@ def _activation_grad(ctx, p: ActivationParam, g, v):
         return [b.mul(g, b.sub(b.full_like(v, 1.0), b.logistic(v)))]
     if p.act_type == "mish":   # v is x
         sp = activation(b, "softrelu", v)
-        t = b.tanh(sp)
+        t = libm.tanh(b, sp)
         dt = b.mul(b.sub(b.full_like(t, 1.0), b.mul(t, t)), b.logistic(v))
         return [b.mul(g, b.add(t, b.mul(v, dt)))]
     return [activation_grad(b, p.act_type, g, v)]
@@ -101,6 +103,8 @@ def uniform(b, rng_state, node_index: int, shape, dtype):
 def dropout_mask(b, rng_state, node_index: int, shape, p: float, dtype):
     """Bernoulli(1 - p) / (1 - p) of ``shape``."""
     u = uniform(b, rng_state, node_index, shape, dtype)
+    if p >= 1.0:        # MXNet: every element dropped, scaled by 1/0: 0 * inf = NaN
+        return b.full_like(u, math.nan)
     keep = b.compare(u, float(p), "GE")
     return b.select(keep, b.full_like(u, 1.0 / (1.0 - p)), b.full_like(u, 0.0))
 
@@ -154,8 +158,7 @@ def _leaky_relu_lower(ctx, p: LeakyReLUParam, x, gamma=None):
             return [b.select(b.compare(x, 0.0, "GT"), x, b.mul(x, slope)), slope]
         neg = b.mul(x, (p.lower_bound + p.upper_bound) / 2)
     elif t == "prelu":
-        g = b.reshape(gamma, ()) if gamma.shape == (1,) else gamma
-        neg = b.mul(x, b.broadcast_in_dim(g, x.shape, [] if g.ndim == 0 else [1]))
+        neg = b.mul(x, _prelu_gamma(b, gamma, x.shape))
     elif t == "elu":
         neg = b.mul(expm1(x), p.slope)
     elif t == "selu":
@@ -168,8 +171,26 @@ def _leaky_relu_lower(ctx, p: LeakyReLUParam, x, gamma=None):
     return [y, None] if t == "rrelu" else y
 
 
+def _prelu_dims(gshape: tuple[int, ...], xshape: tuple[int, ...]) -> list[int]:
+    """The data dims gamma's dims align with: MXNet's expand_shape (leaky_relu-inl.h) matches
+    gamma's trailing dims against data dims 1 and 0 only (equal, or gamma's dim 1)."""
+    dims, s = [], len(gshape) - 1
+    for i in range(len(xshape) - 1, -1, -1):
+        if s >= 0 and i <= 1 and (xshape[i] == gshape[s] or gshape[s] == 1):
+            dims.insert(0, i)
+            s -= 1
+    if s != -1:
+        raise AotexecError(f"Cannot broadcast gamma to data. gamma: {list(gshape)}, data: {list(xshape)}")
+    return dims
+
+
+def _prelu_gamma(b, gamma, xshape):
+    return b.broadcast_in_dim(gamma, xshape, _prelu_dims(tuple(gamma.shape), tuple(xshape)))
+
+
 @differentiable(LeakyReLU, lambda p: ["ograd0", "in0", "in1"] if p.act_type == "prelu" else
-                ["ograd0", "in0", "out1"] if p.act_type == "rrelu" else ["ograd0", "in0"])
+                ["ograd0", "in0", "out1"] if p.act_type == "rrelu" else
+                ["ograd0", "out0"] if p.act_type == "selu" else ["ograd0", "in0"])
 def _leaky_relu_grad(ctx, p: LeakyReLUParam, g, x, gamma=None):
     b = ctx.b
     t = p.act_type
@@ -185,16 +206,42 @@ def _leaky_relu_grad(ctx, p: LeakyReLUParam, g, x, gamma=None):
         return [b.select(pos, g, b.mul(g, p.slope))]
     if t == "elu":
         return [b.select(pos, g, b.mul(g, b.mul(b.exp(x), p.slope)))]
-    if t == "selu":
-        return [b.mul(b.select(pos, g, b.mul(g, b.mul(b.exp(x), _SELU_ALPHA))), _SELU_LAMBDA)]
+    if t == "selu":   # MXNet 1.9.1's selu_grad from the output y: lambda (y > 0 ? 1 : alpha + y)
+        return [b.mul(b.select(pos, g, b.mul(g, b.add(x, _SELU_ALPHA))), _SELU_LAMBDA)]
     if t == "prelu":
-        gs = b.reshape(gamma, ()) if gamma.shape == (1,) else gamma
-        gb = b.broadcast_in_dim(gs, x.shape, [] if gs.ndim == 0 else [1])
-        dx = b.select(pos, g, b.mul(g, gb))
+        dims = _prelu_dims(tuple(gamma.shape), tuple(x.shape))
+        dx = b.select(pos, g, b.mul(g, _prelu_gamma(b, gamma, x.shape)))
         gx = b.mul(g, b.select(pos, zero, x))
-        dgamma = b.reduce(gx, [i for i in range(x.ndim) if not (gs.ndim == 1 and i == 1)], "add")
+        summed = [i for i in range(x.ndim) if i not in dims or gamma.shape[dims.index(i)] != x.shape[i]]
+        dgamma = b.reduce(gx, summed, "add") if summed else gx
         return [dx, b.reshape(dgamma, gamma.shape)]
     raise AotexecError(f"LeakyReLU {t} has no gradient rule in aotexec (node '{ctx.node.name}')")
+
+
+# --- hard_sigmoid (src/operator/tensor/elemwise_unary_op_basic.cc): max(0, min(1, alpha x + beta)) ---
+@dataclass(frozen=True)
+class HardSigmoidParam:
+    alpha: float = 0.2
+    beta: float = 0.5
+
+
+hard_sigmoid = define("hard_sigmoid", params=HardSigmoidParam, infer_shape=same_shape, infer_type=same_dtype,
+                      inplace=True, layout_agnostic=True)
+
+
+@lowers(hard_sigmoid)
+def _hard_sigmoid_lower(ctx, p: HardSigmoidParam, x):
+    b = ctx.b
+    return b.clamp(0.0, b.add(b.mul(x, p.alpha), p.beta), 1.0)
+
+
+@differentiable(hard_sigmoid, ("ograd0", "in0"))
+def _hard_sigmoid_grad(ctx, p: HardSigmoidParam, g, x):
+    """alpha inside the linear part (0 < alpha x + beta < 1), 0 outside, as MXNet's backward."""
+    b = ctx.b
+    z = b.add(b.mul(x, p.alpha), p.beta)
+    inside = b.op("stablehlo.and", [b.compare(z, 0.0, "GT"), b.compare(z, 1.0, "LT")], x.shape, "bool")
+    return [b.select(inside, b.mul(g, p.alpha), b.full_like(g, 0.0))]
 
 
 # --- Dropout ---
@@ -209,7 +256,8 @@ class DropoutParam:
 Dropout = define("Dropout", params=DropoutParam, outputs=["output", "mask"], num_visible=lambda p: 1,
                  infer_shape=same_shape, infer_type=same_dtype,
                  inplace=True, mirror_kept=True, train_mode=True, random=True,
-                 random_when=lambda p, is_train: p.p > 0 and (is_train or p.mode == "always"))
+                 random_when=lambda p, is_train: p.p > 0 and (is_train or p.mode == "always"),
+                 inference_params=lambda p: p if p.mode == "always" else dataclasses.replace(p, p=0.0))
 
 
 @lowers(Dropout)

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..emitter import unbroadcast
+from ..util import is_np_shape
 from .params import Shape
 from .registry import OpDef, define, differentiable, lowers
-from .rules import dtype_of_first, flat_or_axis, forward, norm_axis, prod, rhs_shape, same_dtype
+from .rules import dtype_of_first, flat_or_axis, forward, known, norm_axis, prod, ranked, same_dtype, shape_str
 
 
 def _broadcast_lower(ctx, p, x, *like):
@@ -23,7 +24,7 @@ def _unbroadcast_grad(ctx, p, g):
 def _broadcasting(op: OpDef) -> OpDef:
     """An op that only broadcasts its input: its gradient sums over the broadcast axes."""
     lowers(op)(_broadcast_lower)
-    differentiable(op, ("ograd0",))(_unbroadcast_grad)
+    differentiable(op, ("ograd0",), name="_broadcast_backward")(_unbroadcast_grad)   # MXNet's shared name
     return op
 
 
@@ -46,7 +47,7 @@ def _broadcast_to_shape(p: BroadcastToParam, data):
 
 
 broadcast_to = _broadcasting(define("broadcast_to", params=BroadcastToParam, infer_shape=_broadcast_to_shape,
-                                   infer_type=same_dtype))
+                                   infer_type=same_dtype, listed_inputs=False))
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,42 @@ def _broadcast_axis_shape(p: BroadcastAxesParam, data):
 
 
 broadcast_axis = _broadcasting(define("broadcast_axis", "broadcast_axes", params=BroadcastAxesParam,
-                                     infer_shape=_broadcast_axis_shape, infer_type=same_dtype))
+                                     infer_shape=_broadcast_axis_shape, infer_type=same_dtype, listed_inputs=False))
 
 
-broadcast_like = _broadcasting(define("broadcast_like", inputs=["lhs", "rhs"], no_grad_inputs=("rhs",),
-                                     infer_shape=rhs_shape, infer_type=dtype_of_first))
+@dataclass(frozen=True)
+class BroadcastLikeParam:
+    lhs_axes: Optional[Shape] = None
+    rhs_axes: Optional[Shape] = None
+
+
+def _broadcast_like_shape(p: BroadcastLikeParam, ins, outs):
+    """MXNet's BroadcastLikeShape: lhs to rhs's shape, or only ``lhs_axes`` to rhs's ``rhs_axes``."""
+    lhs, rhs = ins
+    if lhs is None or rhs is None:
+        return ins, outs
+    if p.lhs_axes is None or p.rhs_axes is None:
+        if len(lhs) != len(rhs):
+            raise ValueError(f"Operand of shape {shape_str(lhs)} cannot be broadcasted to {shape_str(rhs)}")
+        for a, r in zip(lhs, rhs):
+            if r >= 0 and a not in (r, 1):
+                raise ValueError(f"Array cannot be broadcasted from {shape_str(lhs)} to {shape_str(rhs)}")
+        return ins, [tuple(a if r < 0 else r for a, r in zip(lhs, rhs))]
+    if len(p.lhs_axes) != len(p.rhs_axes) or not p.lhs_axes:
+        raise ValueError("Input_axis and other_axis size does not match" if p.lhs_axes else
+                         "Empty axes tuple is not allowed")
+    out = list(lhs)
+    for i, (la, ra) in enumerate(zip(p.lhs_axes, p.rhs_axes)):
+        la, ra = norm_axis(la, len(lhs), "lhs_axes"), norm_axis(ra, len(rhs), "rhs_axes")
+        if lhs[la] != 1:
+            raise ValueError(f"Input axis {p.lhs_axes[i]} at dimension {i} cannot be broadcasted to {rhs[ra]}")
+        out[la] = rhs[ra]
+    return ins, [tuple(out)]
+
+
+broadcast_like = _broadcasting(define("broadcast_like", params=BroadcastLikeParam, inputs=["lhs", "rhs"],
+                                     no_grad_inputs=("rhs",), infer_shape=_broadcast_like_shape,
+                                     infer_type=dtype_of_first))
 
 
 @dataclass(frozen=True)
@@ -78,6 +110,9 @@ class TileParam:
 
 @forward
 def _tile_shape(p: TileParam, data):
+    # a 0 rep gives a 0 dim, an unknown one outside numpy shape semantics (MXNet's TileOpShape)
+    if any(r < 0 for r in p.reps) or (0 in p.reps and not is_np_shape()):
+        raise ValueError(f"tile: reps {tuple(p.reps)} must be positive")
     nd = max(len(data), len(p.reps))
     d = (1,) * (nd - len(data)) + tuple(data)
     r = (1,) * (nd - len(p.reps)) + tuple(p.reps)
@@ -116,13 +151,16 @@ class RepeatParam:
     axis: Optional[int] = None
 
 
-@forward
+@ranked
 def _repeat_shape(p: RepeatParam, data):
+    """MXNet's RepeatOpShape (unknown dims stay unknown)."""
+    if p.repeats == 0:
+        return (0,)
     if p.axis is None:
-        return (prod(data) * p.repeats,)
+        return (prod(data) * p.repeats if known(data) else -1,)
     ax = norm_axis(p.axis, len(data))
     out = list(data)
-    out[ax] *= p.repeats
+    out[ax] = out[ax] * p.repeats if out[ax] >= 0 else -1
     return tuple(out)
 
 

@@ -11,7 +11,7 @@ from .conv_forms import MAX_OFFSETS, convolution, weight_grad, weight_grad_offse
 from .nhwc import TO_NCHW, ChannelsLast, LayoutQuery, first_nhwc, to_nhwc
 from .params import Shape
 from .registry import define, differentiable, lays_out, lowers
-from .rules import known, merge, same_dtype, weighted_inputs
+from .rules import merge, same_dtype, shape_str, weighted_inputs
 
 
 # --- Convolution (src/operator/nn/convolution.cc) ---
@@ -41,28 +41,32 @@ class ConvolutionParam:
 
 
 def _conv_shape(p: ConvolutionParam, ins, outs):
-    ins = list(ins)
+    """MXNet's ConvolutionShape (convolution.cc): nothing before the data's rank is known; then
+    the weight (its input channels once known), the bias, the output's known dims, and back
+    from the output the batch and, where the stride is 1, the spatial dims."""
     data = ins[0]
-    if data is None or not known(data):
-        if ins[1] is None and data is not None and data[1] >= 0:
-            ins[1] = (p.num_filter, data[1] // p.num_group) + tuple(p.kernel)
-        if not p.no_bias:
-            ins[2] = merge(ins[2], (p.num_filter,))
+    if data is None:
         return ins, outs
     nd = len(p.kernel)
     if len(data) != nd + 2:
-        raise ValueError(f"Convolution with a {nd}-D kernel needs a {nd + 2}-D input, got {data}")
+        raise ValueError(f"Convolution with a {nd}-D kernel needs a {nd + 2}-D input, got {shape_str(data)}")
+    if data[1] >= 0 and data[1] % p.num_group:
+        raise ValueError("input num_filter must divide group size")
+    if p.num_filter % p.num_group:
+        raise ValueError("output num_filter must divide group size")
     stride, dilate, pad = p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
-    ins[1] = (p.num_filter, data[1] // p.num_group) + tuple(p.kernel)
-    if not p.no_bias:
-        ins[2] = (p.num_filter,)
-    sp = []
-    for x, k, s, d, pd in zip(data[2:], p.kernel, stride, dilate, pad):
-        ek = d * (k - 1) + 1
-        if x + 2 * pd < ek:
+    ek = [d * (k - 1) + 1 for k, d in zip(p.kernel, dilate)]
+    weight = (p.num_filter, data[1] // p.num_group if data[1] >= 0 else -1) + tuple(p.kernel)
+    out = merge(outs[0], (data[0], p.num_filter) + tuple(
+        (x + 2 * pd - e) // st + 1 if x >= 0 else -1 for x, e, st, pd in zip(data[2:], ek, stride, pad)))
+    back = (out[0], data[1]) + tuple(o + e - 1 - 2 * pd if o >= 0 and st == 1 else x
+                                     for x, o, e, st, pd in zip(data[2:], out[2:], ek, stride, pad))
+    data = merge(data, back)
+    for x, k, e, pd in zip(data[2:], p.kernel, ek, pad):
+        if x >= 0 and x + 2 * pd < e:
             raise ValueError(f"kernel size ({k}) exceeds input ({x} padded to {x + 2 * pd})")
-        sp.append((x + 2 * pd - ek) // s + 1)
-    return ins, [(data[0], p.num_filter) + tuple(sp)]
+    bias = [] if p.no_bias else [(p.num_filter,)]
+    return [data, weight] + bias, [out]
 
 
 Convolution = define("Convolution", params=ConvolutionParam, inputs=weighted_inputs,
@@ -229,22 +233,22 @@ class DeconvolutionParam(ConvolutionParam):
 
 
 def _deconv_shape(p: DeconvolutionParam, ins, outs):
-    ins = list(ins)
+    """MXNet's DeconvolutionShape: like Convolution's forward half (no inference back from the
+    output); unknown spatial dims stay unknown."""
     data = ins[0]
-    if not p.no_bias:
-        ins[2] = merge(ins[2], (p.num_filter,))
-    if data is None or not known(data):
+    if data is None:
         return ins, outs
     stride, dilate, pad, adj = (p.spatial("stride", 1), p.spatial("dilate", 1),
                                 p.spatial("pad", 0), p.spatial("adj", 0))
-    ins[1] = (data[1], p.num_filter // p.num_group) + tuple(p.kernel)
+    weight = (data[1], p.num_filter // p.num_group) + tuple(p.kernel)
     sp = []
     for i, (x, k, s, d, pd, a) in enumerate(zip(data[2:], p.kernel, stride, dilate, pad, adj)):
         if p.target_shape:
             sp.append(p.target_shape[i])
         else:
-            sp.append(s * (x - 1) + d * (k - 1) + 1 - 2 * pd + a)
-    return ins, [(data[0], p.num_filter) + tuple(sp)]
+            sp.append(s * (x - 1) + d * (k - 1) + 1 - 2 * pd + a if x >= 0 else -1)
+    bias = [] if p.no_bias else [(p.num_filter,)]
+    return [data, weight] + bias, [(data[0], p.num_filter) + tuple(sp)]
 
 
 Deconvolution = define("Deconvolution", params=DeconvolutionParam, inputs=weighted_inputs,

@@ -24,26 +24,20 @@ class FullyConnectedParam:
 
 
 def _fc_shape(p: FullyConnectedParam, ins, outs):
-    data = ins[0]
-    ins = list(ins)
-    out = outs[0]
-    feature_dims = (data[1:] if p.flatten else data[-1:]) if data is not None else None
-    if feature_dims is not None and known(feature_dims) and len(data) >= 1:
-        # the weight needs only the feature dims (MXNet infers it from a (0, k) data shape)
-        ins[1] = (p.num_hidden, prod(feature_dims))
-        if not p.no_bias:
-            ins[2] = (p.num_hidden,)
-    if data is not None and known(data):
-        k = prod(data[1:]) if p.flatten else data[-1]
-        ins[1] = (p.num_hidden, k)
-        if not p.no_bias:
-            ins[2] = (p.num_hidden,)
-        out = (data[0], p.num_hidden) if p.flatten else tuple(data[:-1]) + (p.num_hidden,)
-    elif data is not None and p.flatten:
-        out = merge(out, (data[0], p.num_hidden))
-    if out is not None and data is not None and p.flatten and out[0] >= 0 and data[0] < 0:
-        ins[0] = (out[0],) + tuple(data[1:])
-    return ins, [out]
+    """MXNet's FullyConnectedShape: nothing before the data's rank is known; then the weight
+    (once the features are known), the bias, the output, and the batch back from the output."""
+    data, out = ins[0], outs[0]
+    if data is None:
+        return ins, outs
+    features = data[-1:] if not p.flatten else tuple(data[1:])
+    weight = (p.num_hidden, prod(features) if known(features) else -1)
+    if p.flatten and not known(features):
+        weight = None                    # MXNet cannot size the weight (and fails); unknown here
+    new_out = tuple(data[:-1]) + (p.num_hidden,) if not p.flatten else (data[0], p.num_hidden)
+    out = merge(out, new_out)
+    data = (out[0],) + tuple(data[1:])
+    bias = [] if p.no_bias else [(p.num_hidden,)]
+    return [data, weight] + bias, [out]
 
 
 FullyConnected = define("FullyConnected", params=FullyConnectedParam, inputs=weighted_inputs,
@@ -86,11 +80,11 @@ class EmbeddingParam:
 
 
 def _embedding_shape(p: EmbeddingParam, ins, outs):
-    ins = list(ins)
-    ins[1] = (p.input_dim, p.output_dim)
-    if known(ins[0]):
-        return ins, [tuple(ins[0]) + (p.output_dim,)]
-    return ins, outs
+    """MXNet's EmbeddingOpShape: nothing before the data's rank is known; then the weight, and
+    the output from the (partial) data shape."""
+    if ins[0] is None:
+        return ins, outs
+    return [ins[0], (p.input_dim, p.output_dim)], [tuple(ins[0]) + (p.output_dim,)]
 
 
 def _embedding_type(p: EmbeddingParam, ins, outs):

@@ -18,8 +18,10 @@ import numpy as np
 
 from ..base import AotexecError
 from ..emitter import unbroadcast
+from ..util import is_np_shape
+from . import libm
 from .registry import define, differentiable, lowers
-from .rules import fixed_dtype, merge, same_dtype, same_shape
+from .rules import fixed_dtype, known, merge, same_dtype, same_shape, shape_str
 
 
 # ---------------------------------------------------------------- math helpers
@@ -29,8 +31,11 @@ def _bool_op(b, name, p, q):
 
 
 def _chlo(b, name, x):
-    """CHLO math (asin, erf, lgamma...): IREE's input pipeline legalizes it on every target."""
-    return b.op(f"chlo.{name}", [x], x.shape, x.dtype)
+    return libm.chlo(b, name, x)
+
+
+def _math(b, name, x):
+    return libm.unary(b, name, x)
 
 
 def _nonzero(b, x):
@@ -44,7 +49,7 @@ def _as(b, pred, like):
 
 def _mod(b, x, y):
     """MXNet/numpy mod: the result takes the divisor's sign; x mod 0 = 0."""
-    r = b.rem(x, y)
+    r = libm.rem(b, x, y)
     fix = _bool_op(b, "and", _nonzero(b, r), _bool_op(b, "xor", b.compare(r, 0.0, "LT"), b.compare(y, 0.0, "LT")))
     r = b.select(fix, b.add(r, y), r)
     return b.select(b.compare(y, 0.0, "EQ"), b.full_like(x, 0.0), r)
@@ -54,7 +59,7 @@ def _gamma(b, x):
     # |Gamma| = exp(lgamma); negative for x < 0 with odd floor(x)
     g = b.exp(_chlo(b, "lgamma", x))
     fl = b.unary("floor", x)
-    odd = b.compare(b.rem(fl, 2.0), 0.0, "NE")
+    odd = b.compare(libm.rem(b, fl, 2.0), 0.0, "NE")
     neg = _bool_op(b, "and", b.compare(x, 0.0, "LT"), odd)
     return b.select(neg, b.neg(g), g)
 
@@ -115,6 +120,7 @@ LESSER = Binary(lambda b, x, y: _as(b, b.compare(x, y, "LT"), x))
 LESSER_EQUAL = Binary(lambda b, x, y: _as(b, b.compare(x, y, "LE"), x))
 LOGICAL_AND = Binary(lambda b, x, y: _as(b, _bool_op(b, "and", _nonzero(b, x), _nonzero(b, y)), x))
 LOGICAL_OR = Binary(lambda b, x, y: _as(b, _bool_op(b, "or", _nonzero(b, x), _nonzero(b, y)), x))
+LOGICAL_XOR = Binary(lambda b, x, y: _as(b, _bool_op(b, "xor", _nonzero(b, x), _nonzero(b, y)), x))
 
 
 # ---------------------------------------------------------------- rows
@@ -135,7 +141,12 @@ class Row:
     def register(self) -> None:
         op = define(self.name, *self.aliases, **self.declare)
         lowers(op)(self.lower)
-        differentiable(op, self.reads, **self.backward)(self.grad)
+        differentiable(op, self.reads, name=_mxnet_backward_name(self.name), **self.backward)(self.grad)
+
+
+def _mxnet_backward_name(name: str) -> str:
+    """MXNet names _mul_scalar's backward op _backward_mul_scalar, elemwise_add's _backward_add."""
+    return "_backward_" + (name[1:] if name.startswith("_") else name.removeprefix("elemwise_"))
 
 
 def _no_grad(n: int):
@@ -149,7 +160,8 @@ def unary(name: str, fn: Callable, reads: tuple[str, ...] = (), grad: Callable |
 
     def rule(ctx, p, *vals):
         return [grad(ctx.b, *vals) if grad else None]
-    return Row("unary", name, (), dict(infer_shape=same_shape, infer_type=same_dtype, zero_grad=zero_grad, **attrs),
+    return Row("unary", name, (), dict(infer_shape=same_shape, infer_type=same_dtype, zero_grad=zero_grad,
+                                       listed_inputs=False, **attrs),
                lambda ctx, p, x: fn(ctx.b, x), ("ograd0",) + reads if grad else (), rule, backward or {})
 
 
@@ -186,17 +198,21 @@ def binary(name: str, fn: Binary, aliases: tuple[str, ...] = (), *, backward: di
 
 
 def _broadcast_shape(p, ins, outs):
+    """MXNet's BinaryBroadcastShape: numpy rules per dim; a dim unknown on either side is
+    unknown in the output."""
     a, b = ins
-    if a is None or b is None or any(d < 0 for d in a + b):
+    if a is None or b is None:
         return ins, outs
+    if a == b:
+        return ins, [a]
     nd = max(len(a), len(b))
     a2, b2 = (1,) * (nd - len(a)) + tuple(a), (1,) * (nd - len(b)) + tuple(b)
     out = []
     for x, y in zip(a2, b2):
-        if x != y and 1 not in (x, y):
-            raise ValueError(f"operands could not be broadcast together with shapes {a} {b}")
-        out.append(max(x, y) if 1 in (x, y) else x)
-    return ins, [merge(outs[0], tuple(out))]
+        if x >= 0 and y >= 0 and x != y and 1 not in (x, y):
+            raise ValueError(f"operands could not be broadcast together with shapes {shape_str(a)} {shape_str(b)}")
+        out.append(-1 if x < 0 or y < 0 else (y if x == 1 else x))
+    return ins, [tuple(out)]
 
 
 def broadcast(name: str, fn: Binary, aliases: tuple[str, ...] = (), **attrs: Any) -> Row:
@@ -223,7 +239,7 @@ def scalar(name: str, alias: str, fn: Binary, reads: tuple[str, ...] = (), grad:
     def rule(ctx, p, *vals):
         return [grad(ctx.b, *vals, float(p.scalar)) if grad else None]
     return Row("scalar", name, (alias,), dict(params=ScalarParam, infer_shape=same_shape, infer_type=same_dtype,
-                                              zero_grad=zero_grad, **attrs),
+                                              zero_grad=zero_grad, listed_inputs=False, **attrs),
                lower, ("ograd0",) + reads if grad else (), rule, backward or {})
 
 
@@ -236,7 +252,7 @@ ELEMWISE: tuple[Row, ...] = (
           inplace=True, layout_agnostic=True, backward=dict(inplace=True, layout_agnostic=True)),
     unary("sigmoid", lambda b, x: b.logistic(x), ("out0",), lambda b, g, y: b.mul(g, b.mul(y, b.sub(1.0, y))),
           inplace=True, layout_agnostic=True),
-    unary("tanh", lambda b, x: b.tanh(x), ("out0",), lambda b, g, y: b.mul(g, b.sub(1.0, b.mul(y, y))),
+    unary("tanh", lambda b, x: libm.tanh(b, x), ("out0",), lambda b, g, y: b.mul(g, b.sub(1.0, b.mul(y, y))),
           inplace=True, layout_agnostic=True),
     unary("softsign", lambda b, x: b.div(x, b.add(b.abs(x), 1.0)),
           ("in0",), lambda b, g, x: b.div(g, _sq(b, b.add(b.abs(x), 1.0)))),
@@ -250,13 +266,15 @@ ELEMWISE: tuple[Row, ...] = (
     unary("expm1", lambda b, x: b.unary("exponential_minus_one", x), ("in0",), lambda b, g, x: b.mul(g, b.exp(x))),
     unary("sqrt", lambda b, x: b.sqrt(x), ("out0",), lambda b, g, y: b.div(b.mul(g, 0.5), y), inplace=True),
     unary("rsqrt", lambda b, x: b.rsqrt(x), ("in0",), lambda b, g, x: b.mul(g, b.div(-0.5, b.mul(b.sqrt(x), x)))),
-    unary("cbrt", lambda b, x: b.unary("cbrt", x), ("out0",), lambda b, g, y: b.div(g, b.mul(_sq(b, y), 3.0))),
+    unary("cbrt", lambda b, x: _math(b, "cbrt", x), ("out0",), lambda b, g, y: b.div(g, b.mul(_sq(b, y), 3.0))),
+    unary("rcbrt", lambda b, x: b.div(1.0, _math(b, "cbrt", x)), ("in0",),
+          lambda b, g, x: b.div(g, b.mul(_sq(b, _sq(b, _math(b, "cbrt", x))), -3.0))),
     unary("square", lambda b, x: b.mul(x, x), ("in0",), lambda b, g, x: b.mul(g, b.mul(x, 2.0)), inplace=True),
     unary("abs", lambda b, x: b.abs(x), ("in0",), lambda b, g, x: b.mul(g, b.unary("sign", x)), inplace=True),
     unary("sign", lambda b, x: b.unary("sign", x), zero_grad=True),
-    unary("sin", lambda b, x: b.unary("sine", x), ("in0",), lambda b, g, x: b.mul(g, b.unary("cosine", x))),
-    unary("cos", lambda b, x: b.unary("cosine", x), ("in0",), lambda b, g, x: b.mul(g, b.neg(b.unary("sine", x)))),
-    unary("tan", lambda b, x: b.unary("tan", x), ("out0",), lambda b, g, y: b.mul(g, b.add(_sq(b, y), 1.0))),
+    unary("sin", lambda b, x: _math(b, "sine", x), ("in0",), lambda b, g, x: b.mul(g, _math(b, "cosine", x))),
+    unary("cos", lambda b, x: _math(b, "cosine", x), ("in0",), lambda b, g, x: b.mul(g, b.neg(_math(b, "sine", x)))),
+    unary("tan", lambda b, x: _math(b, "tan", x), ("out0",), lambda b, g, y: b.mul(g, b.add(_sq(b, y), 1.0))),
     unary("arcsin", lambda b, x: _chlo(b, "asin", x), ("in0",), lambda b, g, x: b.mul(g, _inv_sqrt_1m(b, x, -1.0))),
     unary("arccos", lambda b, x: _chlo(b, "acos", x),
           ("in0",), lambda b, g, x: b.neg(b.mul(g, _inv_sqrt_1m(b, x, -1.0)))),
@@ -283,7 +301,7 @@ ELEMWISE: tuple[Row, ...] = (
     unary("radians", lambda b, x: b.mul(x, math.pi / 180.0), (), lambda b, g: b.mul(g, math.pi / 180.0)),
     unary("logical_not", lambda b, x: _as(b, b.compare(x, 0.0, "EQ"), x), zero_grad=True),
     # --- binary, same shape
-    binary("elemwise_add", ADD, ("_Plus", "_add", "_plus"), inplace=True, layout_agnostic=True,
+    binary("elemwise_add", ADD, ("_Plus", "_add", "_plus"), inplace=True, layout_agnostic=True, clone_gradient=True,
            backward=dict(identity_outputs=(0, 1), layout_agnostic=True)),
     binary("elemwise_sub", SUB, ("_Minus", "_sub", "_minus"), **_FLAT),
     binary("elemwise_mul", MUL, ("_Mul", "_mul"), **_FLAT),
@@ -301,6 +319,7 @@ ELEMWISE: tuple[Row, ...] = (
     binary("_lesser_equal", LESSER_EQUAL, ("_Lesser_Equal",)),
     binary("_logical_and", LOGICAL_AND, ("_Logical_And",)),
     binary("_logical_or", LOGICAL_OR, ("_Logical_Or",)),
+    binary("_logical_xor", LOGICAL_XOR, ("_Logical_Xor",)),
     # --- broadcast
     broadcast("broadcast_add", ADD, ("broadcast_plus",)),
     broadcast("broadcast_sub", SUB, ("broadcast_minus",)),
@@ -319,6 +338,7 @@ ELEMWISE: tuple[Row, ...] = (
     broadcast("broadcast_lesser_equal", LESSER_EQUAL),
     broadcast("broadcast_logical_and", LOGICAL_AND),
     broadcast("broadcast_logical_or", LOGICAL_OR),
+    broadcast("broadcast_logical_xor", LOGICAL_XOR),
     # --- scalar: the gradient g * d/dx of fn(x, s) (of fn(s, x) when reverse)
     scalar("_plus_scalar", "_PlusScalar", ADD, (), lambda b, g, s: g, **_FLAT),
     scalar("_minus_scalar", "_MinusScalar", SUB, (), lambda b, g, s: g, **_FLAT),
@@ -346,6 +366,7 @@ ELEMWISE: tuple[Row, ...] = (
     scalar("_lesser_equal_scalar", "_LesserEqualScalar", LESSER_EQUAL, zero_grad=True),
     scalar("_logical_and_scalar", "_LogicalAndScalar", LOGICAL_AND, zero_grad=True),
     scalar("_logical_or_scalar", "_LogicalOrScalar", LOGICAL_OR, zero_grad=True),
+    scalar("_logical_xor_scalar", "_LogicalXorScalar", LOGICAL_XOR, zero_grad=True),
 )
 for _row in ELEMWISE:
     _row.register()
@@ -359,7 +380,7 @@ def _identity_lower(ctx, p, x):
     return x
 
 
-copy = define("_copy", "_Copy", "identity", infer_shape=same_shape, infer_type=same_dtype,
+copy = define("_copy", "_Copy", "identity", infer_shape=same_shape, infer_type=same_dtype, listed_inputs=False,
               inplace=True, identity_outputs=(0,), layout_agnostic=True)
 lowers(copy)(_identity_lower)
 
@@ -369,7 +390,7 @@ def _copy_grad(ctx, p, g):
     return [g]
 
 
-block_grad = define("BlockGrad", "stop_gradient", infer_shape=same_shape, infer_type=same_dtype,
+block_grad = define("BlockGrad", "stop_gradient", infer_shape=same_shape, infer_type=same_dtype, listed_inputs=False,
                     inplace=True, identity_outputs=(0,), zero_grad=True)
 lowers(block_grad)(_identity_lower)
 differentiable(block_grad, ())(_no_grad(1))
@@ -381,7 +402,8 @@ class ClipParam:
     a_max: float
 
 
-clip = define("clip", params=ClipParam, infer_shape=same_shape, infer_type=same_dtype, inplace=True)
+clip = define("clip", params=ClipParam, infer_shape=same_shape, infer_type=same_dtype, inplace=True,
+              listed_inputs=False)
 
 
 @lowers(clip)
@@ -405,7 +427,8 @@ class CastParam:
         np.dtype(self.dtype)
 
 
-cast = define("Cast", "cast", params=CastParam, infer_shape=same_shape, infer_type=fixed_dtype(lambda p: p.dtype))
+cast = define("Cast", "cast", params=CastParam, infer_shape=same_shape, infer_type=fixed_dtype(lambda p: p.dtype),
+              listed_inputs=False)
 
 
 @lowers(cast)
@@ -413,9 +436,29 @@ def _cast_lower(ctx, p: CastParam, x):
     return ctx.b.convert(x, p.dtype)
 
 
-@differentiable(cast, ("ograd0",))
+@differentiable(cast, ("ograd0",), name="_backward_cast")
 def _cast_grad(ctx, p, g):
     return [ctx.b.convert(g, ctx.fwd_in_dtypes[0])]
+
+
+def _amp_cast_type(p: CastParam, ins, outs):
+    """amp_cast (src/operator/tensor/amp_cast.cc) converts floating types only; others pass."""
+    t = ins[0]
+    if t is None:
+        return ins, outs
+    return ins, [np.dtype(p.dtype) if np.dtype(t).kind == "f" else t]
+
+
+amp_cast = define("amp_cast", params=CastParam, infer_shape=same_shape, infer_type=_amp_cast_type,
+                  listed_inputs=False)
+
+
+@lowers(amp_cast)
+def _amp_cast_lower(ctx, p: CastParam, x):
+    return ctx.b.convert(x, ctx.out_dtypes[0])
+
+
+differentiable(amp_cast, ("ograd0",), name="_backward_amp_cast")(_cast_grad)
 
 
 @dataclass(frozen=True)
@@ -441,11 +484,20 @@ def _add_n_grad(ctx, p, g):
 
 
 def _where_shape(p, ins, outs):
+    """MXNet's WhereOpShape: nothing until the condition's shape is complete; then x, y and the
+    output agree (silently undecided if they contradict), and a same-rank condition with them."""
     cond, x, y = ins
-    s = merge(merge(merge(x, y), outs[0]), None)
-    if cond is not None and s is not None and len(cond) == len(s):
-        s = merge(s, cond)
-        cond = s
+    if not known(cond):
+        return ins, outs
+    try:
+        s = merge(merge(x, y), outs[0])
+    except ValueError:
+        return ins, outs
+    if s is not None and len(cond) == len(s):
+        s = cond = merge(s, cond)
+    elif s is not None and len(cond) == 1 and s[0] >= 0 and cond[0] != s[0]:
+        raise ValueError(f"where: a 1-D condition of size {cond[0]} needs x and y of {cond[0]} rows, "
+                         f"got {shape_str(s)}")
     return [cond, s, s], [s]
 
 
@@ -488,11 +540,11 @@ def _fill_like(value: float):
 
 
 # zeros_like reads its input for the shape only (the zero gradients the gradient pass adds)
-zeros_like = define("zeros_like", infer_shape=same_shape, infer_type=same_dtype, zero_grad=True,
+zeros_like = define("zeros_like", infer_shape=same_shape, infer_type=same_dtype, zero_grad=True, listed_inputs=False,
                     shape_only_inputs=(0,))
 lowers(zeros_like)(_fill_like(0.0))
 differentiable(zeros_like, ())(_no_grad(1))
-ones_like = define("ones_like", infer_shape=same_shape, infer_type=same_dtype, zero_grad=True)
+ones_like = define("ones_like", infer_shape=same_shape, infer_type=same_dtype, zero_grad=True, listed_inputs=False)
 lowers(ones_like)(_fill_like(1.0))
 differentiable(ones_like, ())(_no_grad(1))
 
@@ -505,9 +557,15 @@ class InitParam:
 
 
 def _init_shape(p, ins, outs):
-    # a 0 dim is unknown, as in a variable's shape (MXNet's legacy InitShape): Gluon's
-    # begin_state(0) leaves the batch to the consumer
-    return ins, [tuple(-1 if d == 0 else d for d in p.shape)]
+    """MXNet's InitShape: outside numpy-shape mode 0 dims, and an empty shape, are unknown,
+    to be inferred from the op's partners (``x + ones(shape=(0, 0))``; Gluon's begin_state(0)
+    leaves the batch to the consumer)."""
+    shape = tuple(p.shape)
+    if is_np_shape():
+        shape = tuple(-1 if d < 0 else d for d in shape)
+    else:
+        shape = tuple(-1 if d <= 0 else d for d in shape) if shape else None
+    return ins, [shape]
 
 
 def _fill(value: float):

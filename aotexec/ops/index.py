@@ -16,11 +16,7 @@ from ..emitter import scatter_add_rows
 from . import hlo
 from .params import Shape
 from .registry import define, differentiable, lowers
-from .rules import dtype_of_first, fixed_dtype, forward, known, norm_axis, prod, same_dtype
-
-
-def _reverse_axes(b, x):
-    return b.transpose(x, list(reversed(range(x.ndim))))
+from .rules import dtype_of_first, fixed_dtype, forward, known, norm_axis, prod, same_dtype, shape_str
 
 
 def _int_index(b, idx, n: int, mode: str):
@@ -39,70 +35,111 @@ class DotParam:
     forward_stype: Optional[str] = None
 
 
-@forward
-def _dot_shape(p: DotParam, a, b):
-    a = tuple(reversed(a)) if p.transpose_a else tuple(a)
-    b = tuple(reversed(b)) if p.transpose_b else tuple(b)
-    if a[-1] != b[0]:
-        raise ValueError(f"dot shape error: lhs {a} and rhs {b} do not agree on the contracted dim")
-    out = a[:-1] + b[1:]
-    return out or (1,)
+def _dot_shape(p: DotParam, ins, outs):
+    """MXNet's DotShape (dot-inl.h): partial inputs give a partial output (unknown batch dims)."""
+    a, c = ins
+    if a is None or c is None:
+        return ins, outs
+    if not a or not c:
+        raise ValueError("scalar tensor is not supported by this operator.")
+    if len(a) == 1 and len(c) == 1:
+        if p.transpose_a or p.transpose_b:
+            raise ValueError("Cannot transpose vectors")
+        if a[0] >= 0 and c[0] >= 0 and a[0] != c[0]:
+            raise ValueError(f"dot shape error: {shape_str(a)} X {shape_str(c)}")
+        return ins, [(1,)]
+    # MXNet's transpose of an N-D operand keeps its leading / trailing block: only the
+    # contracted block's size must agree
+    ka = (a[0],) if p.transpose_a else a[-1:]
+    kc = c[-1:] if p.transpose_b else (c[0],)
+    if known(ka) and known(kc) and prod(ka) != prod(kc):
+        raise ValueError(f"dot shape error: {shape_str(a)} X {shape_str(c)}")
+    free_a = (tuple(a[1:]) if p.transpose_a else tuple(a[:-1])) if len(a) > 1 else ()
+    free_c = (tuple(c[:-1]) if p.transpose_b else tuple(c[1:])) if len(c) > 1 else ()
+    return ins, [free_a + free_c]
 
 
 dot = define("dot", params=DotParam, inputs=["lhs", "rhs"], infer_shape=_dot_shape, infer_type=same_dtype,
              matmul_like=True)
 
 
+def _dot_matrices(b, p: DotParam, a, c):
+    """MXNet's dot views each operand as a matrix (dot-inl.h): lhs (rows, K) or, transposed,
+    (K, rest); rhs (K, rest) or, transposed, (rest, K); 1-D operands are one row / column."""
+    a2 = (a.shape[0], prod(a.shape[1:])) if p.transpose_a else (prod(a.shape[:-1]), a.shape[-1])
+    c2 = (prod(c.shape[:-1]), c.shape[-1]) if p.transpose_b else (c.shape[0], prod(c.shape[1:]))
+    return b.reshape(a, a2), b.reshape(c, c2)
+
+
 @lowers(dot)
 def _dot_lower(ctx, p: DotParam, a, c):
-    # MXNet's transpose of an N-D operand reverses all its axes; then last of a . first of c
     b = ctx.b
-    a = _reverse_axes(b, a) if p.transpose_a else a
-    c = _reverse_axes(b, c) if p.transpose_b else c
-    return b.reshape(b.dot_general(a, c, contract=([a.ndim - 1], [0])), ctx.out_shapes[0])
+    a2, c2 = _dot_matrices(b, p, a, c)
+    y = b.dot_general(a2, c2, contract=([0 if p.transpose_a else 1], [1 if p.transpose_b else 0]))
+    return b.reshape(y, ctx.out_shapes[0])
 
 
 @differentiable(dot, ("ograd0", "in0", "in1"))
 def _dot_grad(ctx, p: DotParam, g, a, c):
     b = ctx.b
-    A = _reverse_axes(b, a) if p.transpose_a else a
-    C = _reverse_axes(b, c) if p.transpose_b else c
-    g = b.reshape(g, A.shape[:-1] + C.shape[1:])
-    na, nc = A.ndim - 1, C.ndim - 1                   # free dims of A (leading), of C (trailing)
-    dA = b.dot_general(g, C, contract=(list(range(na, na + nc)), list(range(1, C.ndim))))
-    dC = b.dot_general(A, g, contract=(list(range(na)), list(range(na))))
-    return [_reverse_axes(b, dA) if p.transpose_a else dA, _reverse_axes(b, dC) if p.transpose_b else dC]
+    a2, c2 = _dot_matrices(b, p, a, c)
+    m = a2.shape[1] if p.transpose_a else a2.shape[0]
+    n = c2.shape[0] if p.transpose_b else c2.shape[1]
+    g = b.reshape(g, (m, n))
+    da = b.dot_general(g, c2, contract=([1], [0 if p.transpose_b else 1]))        # (M, K)
+    dc = b.dot_general(a2, g, contract=([1 if p.transpose_a else 0], [0]))        # (K, N)
+    da = b.transpose(da, [1, 0]) if p.transpose_a else da
+    dc = b.transpose(dc, [1, 0]) if p.transpose_b else dc
+    return [b.reshape(da, a.shape), b.reshape(dc, c.shape)]
 
 
-@forward
-def _batch_dot_shape(p: DotParam, a, b):
-    if len(a) != 3 or len(b) != 3:
-        raise ValueError(f"batch_dot only supports 3D inputs, got {a} and {b}")
-    m, k = (a[2], a[1]) if p.transpose_a else (a[1], a[2])
-    k2, n = (b[2], b[1]) if p.transpose_b else (b[1], b[2])
-    if a[0] != b[0] or k != k2:
-        raise ValueError(f"batch_dot shape error: lhs {a} and rhs {b}")
-    return (a[0], m, n)
+def _batch_dot_shape(p: DotParam, ins, outs):
+    """MXNet's BatchDotShape: N-D x N-D (N >= 3), leading dims are batch dims; partial only
+    when lhs's last dim and rhs's second-to-last dim are known (as there)."""
+    a, c = ins
+    if a is None or c is None:
+        return ins, outs
+    nd = len(a)
+    if nd < 3 or len(c) != nd:
+        raise ValueError(f"batch_dot currently only support N-D*N-D array (N >= 3){shape_str(a)} v.s. {shape_str(c)}")
+    if a[-1] < 0 or c[-2] < 0:
+        return ins, outs
+    if a[:-2] != c[:-2]:
+        raise ValueError(f"batch_dot shape error (the leading batch dimensions must be equal): {shape_str(a)} X "
+                         f"{shape_str(c)} trans_a={int(p.transpose_a)} trans_b={int(p.transpose_b)}")
+    m, k = (a[-1], a[-2]) if p.transpose_a else (a[-2], a[-1])
+    k2, n = (c[-1], c[-2]) if p.transpose_b else (c[-2], c[-1])
+    if k != k2:
+        raise ValueError(f"batch_dot shape error (shape mismatch): {shape_str(a)} X {shape_str(c)} "
+                         f"trans_a={int(p.transpose_a)} trans_b={int(p.transpose_b)}")
+    return ins, [tuple(a[:-2]) + (m, n)]
 
 
 batch_dot = define("batch_dot", params=DotParam, inputs=["lhs", "rhs"], infer_shape=_batch_dot_shape,
                    infer_type=same_dtype, matmul_like=True)
 
 
+def _swap_last(b, x):
+    perm = list(range(x.ndim))
+    perm[-2:] = perm[-1], perm[-2]
+    return b.transpose(x, perm)
+
+
 @lowers(batch_dot)
 def _batch_dot_lower(ctx, p: DotParam, a, c):
-    contract = ([1 if p.transpose_a else 2], [2 if p.transpose_b else 1])
-    return ctx.b.dot_general(a, c, contract=contract, batch=([0], [0]))  # free dims: (m, n)
+    n, batch = a.ndim, list(range(a.ndim - 2))
+    contract = ([n - 2 if p.transpose_a else n - 1], [n - 1 if p.transpose_b else n - 2])
+    return ctx.b.dot_general(a, c, contract=contract, batch=(batch, batch))  # free dims: (m, n)
 
 
 @differentiable(batch_dot, ("ograd0", "in0", "in1"))
 def _batch_dot_grad(ctx, p: DotParam, g, a, c):
-    # canonical a: (B, M, K), c: (B, K, N), g: (B, M, N)
-    b = ctx.b
-    da = b.dot_general(g, c, contract=([2], [1 if p.transpose_b else 2]), batch=([0], [0]))   # (B, M, K)
-    dc = b.dot_general(a, g, contract=([2 if p.transpose_a else 1], [1]), batch=([0], [0]))   # (B, K, N)
-    return [b.transpose(da, [0, 2, 1]) if p.transpose_a else da,
-            b.transpose(dc, [0, 2, 1]) if p.transpose_b else dc]
+    # canonical a: (..., M, K), c: (..., K, N), g: (..., M, N)
+    b, n = ctx.b, g.ndim
+    batch = (list(range(n - 2)), list(range(n - 2)))
+    da = b.dot_general(g, c, contract=([n - 1], [n - 2 if p.transpose_b else n - 1]), batch=batch)   # (.., M, K)
+    dc = b.dot_general(a, g, contract=([n - 1 if p.transpose_a else n - 2], [n - 2]), batch=batch)   # (.., K, N)
+    return [_swap_last(b, da) if p.transpose_a else da, _swap_last(b, dc) if p.transpose_b else dc]
 
 
 @dataclass(frozen=True)
@@ -111,14 +148,20 @@ class TakeParam:
     mode: Literal["raise", "wrap", "clip"] = "clip"
 
 
-@forward
-def _take_shape(p: TakeParam, a, idx):
+def _take_shape(p: TakeParam, ins, outs):
+    """MXNet's TakeOpShape: needs the indices' shape; the data's may be partial."""
+    a, idx = ins
+    if a is None or not known(idx):
+        return ins, outs
+    if not -len(a) <= p.axis < len(a):
+        raise ValueError("Axis should be in the range of [-r, r-1] where r is the rank of input tensor")
     ax = norm_axis(p.axis, len(a))
-    return tuple(a[:ax]) + tuple(idx) + tuple(a[ax + 1:])
+    return ins, [tuple(a[:ax]) + tuple(idx) + tuple(a[ax + 1:])]
 
 
 take = define("take", params=TakeParam, inputs=["a", "indices"], no_grad_inputs=("indices",),
-              infer_shape=_take_shape, infer_type=dtype_of_first)
+              infer_shape=_take_shape, infer_type=dtype_of_first,
+              index_checks=lambda p: [(1, 0, p.axis)] if p.mode == "raise" else [])
 
 
 @lowers(take)
@@ -158,17 +201,24 @@ class PickParam:
     mode: Literal["wrap", "clip"] = "clip"
 
 
+def _reduce_axis_shape(shape: tuple, axis: Optional[int], keepdims: bool) -> tuple:
+    """MXNet's ReduceAxisShapeImpl (partial shapes pass through)."""
+    if axis is None or len(shape) == 1:
+        return (1,) * len(shape) if keepdims else (1,)
+    ax = norm_axis(axis, len(shape))
+    if keepdims:
+        return tuple(1 if i == ax else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i != ax)
+
+
 def _pick_shape(p: PickParam, ins, outs):
-    data = ins[0]
-    if not known(data):
+    """MXNet's PickOpShape: the output and the index follow the data's (partial) shape."""
+    data, idx = ins
+    if data is None:
         return ins, outs
-    if p.axis is None:
-        return ins, [(1,)]
-    ax = norm_axis(p.axis, len(data))
-    out = tuple(1 if i == ax else d for i, d in enumerate(data)) if p.keepdims else \
-        tuple(d for i, d in enumerate(data) if i != ax)
-    idx = tuple(d for i, d in enumerate(data) if i != ax) if not p.keepdims else out
-    return [data, ins[1] if ins[1] is not None else idx], [out]
+    out = _reduce_axis_shape(tuple(data), p.axis, p.keepdims)
+    keep = idx is not None and len(idx) == len(data)
+    return [data, _reduce_axis_shape(tuple(data), p.axis, keep)], [out]
 
 
 pick = define("pick", params=PickParam, inputs=["data", "index"], no_grad_inputs=("index",),
@@ -252,6 +302,90 @@ def _one_hot_lower(ctx, p: OneHotParam, idx):
 
 
 differentiable(one_hot, ())(lambda ctx, p: [None])
+
+
+# --- diag (src/operator/tensor/diag_op-inl.h): a 1-D input's diagonal matrix, or an N-D input's
+# diagonal over (axis1, axis2) as its last axis; the k-th diagonal, above the main one for k > 0 ---
+@dataclass(frozen=True)
+class DiagParam:
+    k: int = 0
+    axis1: int = 0
+    axis2: int = 1
+
+
+def _diag_axes(p: DiagParam, nd: int) -> tuple[int, int]:
+    a1, a2 = norm_axis(p.axis1, nd, "diag"), norm_axis(p.axis2, nd, "diag")
+    if a1 == a2:
+        raise ValueError(f"axis1 and axis2 cannot refer to the same axis {a1}")
+    return a1, a2
+
+
+@forward
+def _diag_shape(p: DiagParam, x):
+    if len(x) == 1:
+        return (x[0] + abs(p.k),) * 2
+    a1, a2 = _diag_axes(p, len(x))
+    size = min(x[a1] + min(p.k, 0), x[a2] - max(p.k, 0))
+    if size <= 0:
+        raise ValueError("Diagonal does not exist.")
+    return tuple(d for i, d in enumerate(x) if i not in (a1, a2)) + (size,)
+
+
+diag = define("diag", params=DiagParam, infer_shape=_diag_shape, infer_type=same_dtype)
+
+
+def _diag_start(p: DiagParam, cols: int) -> int:
+    """Flat offset of the diagonal's first element in a (rows, cols) matrix; the next are cols + 1 on."""
+    return max(-p.k, 0) * cols + max(p.k, 0)
+
+
+def _diag_matrix(b, v, p: DiagParam, m: int):
+    """(..., n) -> (..., m, m) with v on the k-th diagonal: interior padding puts m zeros between."""
+    n = v.shape[-1]
+    start = _diag_start(p, m)
+    lead = [0] * (v.ndim - 1)
+    flat = b.pad(v, 0.0, lead + [start], lead + [m * m - start - (n - 1) * (m + 1) - 1], lead + [m])
+    return b.reshape(flat, v.shape[:-1] + (m, m))
+
+
+def _diag_of(b, x, p: DiagParam, n: int):
+    """(..., rows, cols) -> (..., n): every (cols + 1)-th element of the flattened matrix."""
+    rows, cols = x.shape[-2:]
+    flat = b.reshape(x, x.shape[:-2] + (rows * cols,))
+    start = _diag_start(p, cols)
+    lead = [0] * (x.ndim - 2)
+    return b.slice(flat, lead + [start], list(x.shape[:-2]) + [start + (n - 1) * (cols + 1) + 1],
+                   [1] * (x.ndim - 2) + [cols + 1])
+
+
+def _to_last(x_ndim: int, a1: int, a2: int) -> list[int]:
+    return [i for i in range(x_ndim) if i not in (a1, a2)] + [a1, a2]
+
+
+@lowers(diag)
+def _diag_lower(ctx, p: DiagParam, x):
+    b = ctx.b
+    if x.ndim == 1:
+        return _diag_matrix(b, x, p, x.shape[0] + abs(p.k))
+    a1, a2 = _diag_axes(p, x.ndim)
+    return _diag_of(b, b.transpose(x, _to_last(x.ndim, a1, a2)), p, ctx.out_shapes[0][-1])
+
+
+@differentiable(diag, ("ograd0",))
+def _diag_grad(ctx, p: DiagParam, g):
+    b, shape = ctx.b, ctx.fwd_in_shapes[0]
+    if len(shape) == 1:
+        return [_diag_of(b, g, p, shape[0])]
+    a1, a2 = _diag_axes(p, len(shape))
+    perm = _to_last(len(shape), a1, a2)
+    rows, cols = shape[a1], shape[a2]
+    n = g.shape[-1]
+    lead = [0] * (g.ndim - 1)
+    start = _diag_start(p, cols)
+    flat = b.pad(g, 0.0, lead + [start], lead + [rows * cols - start - (n - 1) * (cols + 1) - 1], lead + [cols])
+    moved = b.reshape(flat, g.shape[:-1] + (rows, cols))
+    inverse = [perm.index(i) for i in range(len(shape))]
+    return [b.transpose(moved, inverse)]
 
 
 # --- gather_nd / scatter_nd: indices (M, Y...) address the first M dims of data / the output

@@ -11,7 +11,7 @@ from typing import Optional
 from .nhwc import TO_NHWC, ChannelsLast, LayoutQuery
 from .params import Shape
 from .registry import define, differentiable, lays_out, lowers
-from .rules import dtype_of_first, forward, known, merge, norm_axis, same_dtype
+from .rules import dtype_of_first, known, merge, norm_axis, same_dtype, shape_str
 
 SliceSpec = tuple[Optional[int], ...]
 
@@ -34,15 +34,38 @@ class ConcatParam:
 
 
 def _concat_shape(p: ConcatParam, ins, outs):
-    if not all(known(s) for s in ins):
+    """MXNet's ConcatShape (concat.cc): every input agrees off the axis with the others and the
+    output; the output's axis is the sum once every input's is known."""
+    base, total, unknown, ax = None, 0, False, None
+    for x in ins:
+        if x is not None:
+            ax = norm_axis(p.dim, len(x))
+            unknown = unknown or x[ax] < 0
+            total += x[ax]
+            base = _merge_off_axis(base, x, ax)
+    if outs[0] is not None:
+        ax = norm_axis(p.dim, len(outs[0]))
+        base = _merge_off_axis(base, outs[0], ax)
+    if base is None:
         return ins, outs
-    ax = norm_axis(p.dim, len(ins[0]))
-    base = list(ins[0])
-    for s in ins[1:]:
-        if len(s) != len(base) or any(a != b for i, (a, b) in enumerate(zip(s, base)) if i != ax):
-            raise ValueError(f"Concat: incompatible input shapes {ins[0]} and {s} along dim {p.dim}")
-    base[ax] = sum(s[ax] for s in ins)
-    return ins, [tuple(base)]
+    if not base:
+        raise ValueError("zero-dimensional arrays cannot be concatenated")
+    for what, x in [("input", x) for x in ins] + [("output", outs[0])]:
+        try:
+            merge(x, base)
+        except ValueError:
+            raise ValueError(f"Incompatible {what} shape: expected {shape_str(base)}, got {shape_str(x)}") from None
+    out = tuple(total if i == ax and not unknown else d for i, d in enumerate(base))
+    return [base] * len(ins), [out]
+
+
+def _merge_off_axis(base, x, ax: int):
+    """``base`` merged with ``x`` off the axis; a contradiction keeps ``base`` (MXNet ignores it
+    here and reports it when assigning the merged shape back)."""
+    try:
+        return merge(base, tuple(-1 if i == ax else d for i, d in enumerate(x)))
+    except ValueError:
+        return base
 
 
 Concat = define("Concat", "concat", params=ConcatParam, variadic="num_args",
@@ -94,13 +117,14 @@ class StackParam:
 
 
 def _stack_shape(p: StackParam, ins, outs):
+    """MXNet's StackOpShape: the inputs' merged shape, once complete, with the new axis."""
     s = None
     for x in ins:
         s = merge(s, x)
     if not known(s):
         return ins, outs
     ax = p.axis + len(s) + 1 if p.axis < 0 else p.axis
-    return [s] * len(ins), [tuple(s[:ax]) + (p.num_args,) + tuple(s[ax:])]
+    return ins, [tuple(s[:ax]) + (p.num_args,) + tuple(s[ax:])]
 
 
 stack = define("stack", params=StackParam, variadic="num_args", infer_shape=_stack_shape, infer_type=same_dtype)
@@ -136,17 +160,40 @@ class SliceChannelParam:
 
 
 def _split_shape(p: SliceChannelParam, ins, outs):
+    """MXNet's SliceChannel InferShape: each output from the (partial) input, and the input back
+    from each output."""
     data = ins[0]
-    if not known(data):
+    if data is None:
         return ins, outs
+    if not -len(data) <= p.axis < len(data):
+        raise ValueError(f"axis {p.axis} is out of range for an input of shape {shape_str(data)}")
     ax = norm_axis(p.axis, len(data))
-    if data[ax] % p.num_outputs:
-        raise ValueError(f"num_outputs ({p.num_outputs}) does not divide the size of axis {p.axis} ({data[ax]})")
+    if _c_mod(data[ax], p.num_outputs):
+        raise ValueError(f"You are trying to split the {ax}-th axis of input tensor with shape {shape_str(data)} into "
+                         f"num_outputs={p.num_outputs} evenly sized chunks, but this is not possible because "
+                         f"{p.num_outputs} does not evenly divide {data[ax]}")
+    if p.squeeze_axis and data[ax] not in (-1, p.num_outputs):
+        raise ValueError(f"If squeeze axis is True, the size of the sliced axis must be the same as num_outputs. "
+                         f"Input shape={shape_str(data)}, axis={ax}, num_outputs={p.num_outputs}.")
     part = list(data)
-    part[ax] = data[ax] // p.num_outputs
-    if p.squeeze_axis and part[ax] == 1:
+    part[ax] = data[ax] // p.num_outputs if data[ax] >= 0 else -1
+    squeezed = p.squeeze_axis and (part[ax] == 1 or data[ax] < 0)
+    if squeezed:
         del part[ax]
-    return ins, [tuple(part)] * p.num_outputs
+    new_outs = [merge(o, tuple(part)) for o in outs]
+    back = tuple(data)
+    for o in new_outs:
+        if squeezed:
+            cand = tuple(o[:ax]) + (p.num_outputs,) + tuple(o[ax:])
+        else:
+            cand = tuple(d * p.num_outputs if i == ax and d >= 0 else d for i, d in enumerate(o))
+        back = merge(back, cand)
+    return [back], new_outs
+
+
+def _c_mod(a: int, b: int) -> int:
+    """C's ``%`` (MXNet checks ``dim % num_outputs == 0`` with an unknown dim of -1)."""
+    return a - b * int(a / b)
 
 
 SliceChannel = define("SliceChannel", "split", params=SliceChannelParam,
@@ -237,14 +284,23 @@ class SliceParam:
         return out
 
 
-@forward
-def _slice_shape(p: SliceParam, data):
-    if len(p.begin) > len(data):
-        raise ValueError(f"slice begin {p.begin} has more dims than the input {data}")
-    return tuple(len(range(b, e, s)) for b, e, s in p.ranges(data))
+def _slice_shape(p: SliceParam, ins, outs):
+    """MXNet's SliceOpShape: unknown input dims stay unknown in the output."""
+    data = ins[0]
+    if data is None:
+        return ins, outs
+    if not data:
+        raise ValueError("slice only works for ndim > 0")
+    if len(p.begin) > len(data) or len(p.end) > len(data):
+        raise ValueError("Slicing axis exceeds data dimensions")
+    if len(p.begin) != len(p.end):
+        raise ValueError("begin and end must have the same length")
+    sizes = [len(range(*r)) for r in p.ranges(tuple(max(d, 0) for d in data))]
+    return ins, [tuple(-1 if d < 0 else n for d, n in zip(data, sizes))]
 
 
-slice_op = define("slice", "crop", params=SliceParam, infer_shape=_slice_shape, infer_type=same_dtype)
+slice_op = define("slice", "crop", params=SliceParam, infer_shape=_slice_shape, infer_type=same_dtype,
+                  listed_inputs=False)
 
 
 @lowers(slice_op)
@@ -292,16 +348,22 @@ class SliceAxisParam:
     end: Optional[int]
 
 
-@forward
-def _slice_axis_shape(p: SliceAxisParam, data):
+def _slice_axis_shape(p: SliceAxisParam, ins, outs):
+    """MXNet's SliceAxisShape: an unknown sliced axis leaves the input's shape as the output's."""
+    data = ins[0]
+    if data is None:
+        return ins, outs
     ax = norm_axis(p.axis, len(data))
+    if data[ax] < 0:
+        return ins, [tuple(data)]
     b, e, _ = slice(p.begin, p.end).indices(data[ax])
     out = list(data)
     out[ax] = max(e - b, 0)
-    return tuple(out)
+    return ins, [tuple(out)]
 
 
-slice_axis = define("slice_axis", params=SliceAxisParam, infer_shape=_slice_axis_shape, infer_type=same_dtype)
+slice_axis = define("slice_axis", params=SliceAxisParam, infer_shape=_slice_axis_shape, infer_type=same_dtype,
+                    listed_inputs=False)
 
 
 @lowers(slice_axis)

@@ -12,15 +12,21 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+import numpy as np
+
 from ..base import AotexecError
 from .elemwise import ScalarParam
 from .registry import OpDef, define, differentiable, lowers
-from .rules import dtype_of_first, known, merge, prod, same_dtype, same_shape
+from .rules import dtype_of_first, known, merge, prod, same_dtype, same_shape, shape_str
 
 
 # --- softmax family ---
 def softmax_values(b, x, axis: int, temperature: float | None = None, log: bool = False):
-    """Numerically stable (log-)softmax along ``axis``."""
+    """Numerically stable (log-)softmax along ``axis``; float16 computes in float32 (MXNet
+    accumulates float16 softmax in float32; IREE 3.13's llvm-cpu also failed to link the fused
+    float16 form: undefined fmaxf)."""
+    if np.dtype(x.dtype) == np.float16:
+        return b.convert(softmax_values(b, b.convert(x, "float32"), axis, temperature, log), x.dtype)
     axis = axis % x.ndim
     if temperature is not None and temperature != 1.0:
         x = b.div(x, temperature)
@@ -99,6 +105,20 @@ def _softmax_grad(ctx, p: SoftmaxParam, g, y):
     return _softmax_op_grad(ctx, p, g, y, log=False)
 
 
+# softmin: softmax of -x (softmax.cc, negate=true); its gradient the negated softmax rule
+softmin = define("softmin", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype, inplace=True)
+
+
+@lowers(softmin)
+def _softmin_lower(ctx, p: SoftmaxParam, x):
+    return softmax_values(ctx.b, ctx.b.neg(x), p.axis, p.temperature)
+
+
+@differentiable(softmin, ("ograd0", "out0"))
+def _softmin_grad(ctx, p: SoftmaxParam, g, y):
+    return [ctx.b.neg(_softmax_op_grad(ctx, p, g, y, log=False)[0])]
+
+
 # MXNet 1.9.1's log_softmax takes no length input even with use_length (and then fails)
 log_softmax = define("log_softmax", params=SoftmaxParam, infer_shape=same_shape, infer_type=same_dtype,
                      inplace=True)
@@ -122,7 +142,7 @@ class SoftmaxActivationParam:
     mode: Literal["instance", "channel"] = "instance"
 
 
-SoftmaxActivation = define("SoftmaxActivation", params=SoftmaxActivationParam,
+SoftmaxActivation = define("SoftmaxActivation", params=SoftmaxActivationParam, listed_inputs=False,
                            infer_shape=same_shape, infer_type=same_dtype)
 
 
@@ -159,16 +179,23 @@ class SoftmaxOutputParam:
 
 
 def _softmax_output_shape(p: SoftmaxOutputParam, ins, outs):
-    data = merge(ins[0], outs[0])
-    label = ins[1]
-    if known(data):
+    """MXNet's SoftmaxOutputShape: a label of the data's shape holds probabilities; otherwise
+    class ids shaped like the data without its class axis (multi_output: (N, rest), (N, d2..)
+    or (N, 1, d2..))."""
+    data, label = ins
+    if data is None:
+        return ins, outs
+    if label != data:
         if p.multi_output:
-            want = (data[0], prod(data[2:]))
-            if label is not None and len(label) == len(data) - 1:
-                want = (data[0],) + tuple(data[2:])
+            flat = (data[0], prod(data[2:]) if known(data[2:]) else -1)
+            forms = (flat, (data[0],) + tuple(data[2:]), (data[0], 1) + tuple(data[2:]))
+            if label is None:
+                label = flat
+            elif label not in forms:
+                raise ValueError(f"Expecting {shape_str(forms[0])} or {shape_str(forms[1])}. "
+                                 f"But got {shape_str(label)}")
         else:
-            want = tuple(data[:-1])
-        label = merge(label, want)
+            label = merge(label, tuple(data[:-1]))
     return [data, label], [data]
 
 
@@ -194,6 +221,9 @@ def _softmax_output_grad(ctx, p: SoftmaxOutputParam, y, label, og=None):
     """(softmax - onehot(label)) * grad_scale / normalizer, as softmax_output-inl.h: the head
     gradient is ignored unless out_grad; smooth_alpha spreads alpha over the other classes."""
     b = ctx.b
+    if tuple(label.shape) == tuple(y.shape):       # probabilities as the label
+        grad = b.mul(b.sub(y, label), p.grad_scale) if p.grad_scale != 1.0 else b.sub(y, label)
+        return [grad if og is None else b.mul(grad, og), None]
     axis = 1 if p.multi_output else y.ndim - 1
     if not p.multi_output and not p.preserve_shape and y.ndim > 2:
         axis = 1  # flattened to (N, prod(rest)) in forward; label is (N,)
@@ -278,6 +308,43 @@ def _logistic_regression_lower(ctx, p: RegressionOutputParam, x, label):
 LinearRegressionOutput = _regression_output("LinearRegressionOutput", "linear", _identity_loss_lower)
 LogisticRegressionOutput = _regression_output("LogisticRegressionOutput", "logistic", _logistic_regression_lower)
 MAERegressionOutput = _regression_output("MAERegressionOutput", "mae", _identity_loss_lower)
+
+
+# --- SVMOutput (src/operator/svm_output-inl.h): the identity forward, the hinge loss's gradient ---
+@dataclass(frozen=True)
+class SVMOutputParam:
+    margin: float = 1.0
+    regularization_coefficient: float = 1.0
+    use_linear: bool = False
+
+
+def _svm_shape(p: SVMOutputParam, ins, outs):
+    data = ins[0]
+    if data is None:
+        return ins, outs
+    return [data, merge(ins[1], tuple(data[:-1]))], [data]
+
+
+SVMOutput = define("SVMOutput", params=SVMOutputParam, inputs=["data", "label"], is_loss=True,
+                   no_grad_inputs=("label",), infer_shape=_svm_shape, infer_type=same_dtype)
+lowers(SVMOutput)(_identity_loss_lower)
+
+
+@differentiable(SVMOutput, ("out0", "in1"))
+def _svm_grad(ctx, p: SVMOutputParam, y, label):
+    """MXNet's L1_SVM / L2_SVM: with s = +1 for the label's class and -1 for the others, where
+    s y < margin the gradient is -s reg (linear) or -2 s reg (margin - s y) (squared); the head
+    gradient is ignored."""
+    b = ctx.b
+    y2 = b.reshape(y, (y.shape[0], prod(y.shape[1:])))
+    ids = b.convert(b.reshape(label, (y.shape[0],)), "int32")
+    own = b.compare(b.iota(y2.shape, 1, "int32"), b.broadcast_in_dim(ids, y2.shape, [0]), "EQ")
+    s = b.select(own, b.full_like(y2, 1.0), b.full_like(y2, -1.0))
+    t = b.mul(s, y2)
+    reg = p.regularization_coefficient
+    g = b.mul(s, -reg) if p.use_linear else b.mul(b.mul(s, -2.0 * reg), b.sub(p.margin, t))
+    g = b.select(b.compare(t, p.margin, "LT"), g, b.full_like(g, 0.0))
+    return [b.reshape(g, y.shape), None]
 
 
 # --- MakeLoss / make_loss: the gradient is a constant, the head gradient is ignored ---

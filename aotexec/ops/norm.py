@@ -28,14 +28,15 @@ class BatchNormParam:
 
 
 def _bn_shape(p: BatchNormParam, ins, outs):
-    data = merge(ins[0], outs[0])
-    ins = list(ins)
-    if data is not None and known(data):
-        axis = p.axis + len(data) if p.axis < 0 else p.axis
-        c = (data[axis],)
-        ins[1:5] = [c, c, c, c]
-        return [data] + ins[1:], [data, c, c]
-    return [data] + ins[1:], [data] + list(outs[1:])
+    """MXNet's BatchNormShape: everything follows the data's (partial) shape, nothing flows back."""
+    data = ins[0]
+    if data is None:
+        return ins, outs
+    axis = p.axis + len(data) if p.axis < 0 else p.axis
+    if not 0 <= axis < len(data):
+        raise ValueError(f"Channel axis out of range: {p.axis}")
+    c = (data[axis],)
+    return [data, c, c, c, c], [data, c, c]
 
 
 BatchNorm = define(
@@ -44,7 +45,8 @@ BatchNorm = define(
     aux=["moving_mean", "moving_var"], outputs=["output", "mean", "var"],
     num_visible=lambda p: 3 if p.output_mean_var else 1,
     aux_init={"moving_mean": '["zero", {}]', "moving_var": '["one", {}]'},
-    infer_shape=_bn_shape, infer_type=same_dtype, train_mode=True, mirror_kept=True)
+    infer_shape=_bn_shape, infer_type=same_dtype, train_mode=True, mirror_kept=True,
+    inference_params=lambda p: dataclasses.replace(p, use_global_stats=True))
 
 
 def batch_norm_stats(b, x, axis: int):
@@ -136,6 +138,51 @@ def _batch_norm_layout(q: LayoutQuery) -> ChannelsLast | None:
 def _batch_norm_grad_layout(q: LayoutQuery) -> ChannelsLast | None:
     return _axis3(q) if q.params.axis % 4 == 1 and q.nhwc[0] and q.nhwc[1] else None
 
+# --- BatchNorm_v1 (src/operator/batch_norm_v1.cc): BatchNorm's defaults and math; its 'var'
+# output is the variance itself (BatchNorm's holds 1/sqrt(var + eps))
+@dataclass(frozen=True)
+class BatchNormV1Param(BatchNormParam):
+    pass
+
+
+BatchNorm_v1 = define(
+    "BatchNorm_v1", params=BatchNormV1Param,
+    inputs=["data", "gamma", "beta", "moving_mean", "moving_var"],
+    aux=["moving_mean", "moving_var"], outputs=["output", "mean", "var"],
+    num_visible=lambda p: 3 if p.output_mean_var else 1,
+    aux_init={"moving_mean": '["zero", {}]', "moving_var": '["one", {}]'},
+    infer_shape=_bn_shape, infer_type=same_dtype, train_mode=True, mirror_kept=True,
+    inference_params=lambda p: dataclasses.replace(p, use_global_stats=True))
+
+
+def _variance(b, p: BatchNormParam, inv_std):
+    return b.sub(b.div(1.0, b.mul(inv_std, inv_std)), p.eps)
+
+
+@lowers(BatchNorm_v1)
+def _batch_norm_v1_lower(ctx, p: BatchNormParam, x, gamma, beta, moving_mean, moving_var):
+    y, mean, inv_std = _batch_norm_lower(ctx, p, x, gamma, beta, moving_mean, moving_var)
+    return [y, mean, _variance(ctx.b, p, inv_std)]
+
+
+@rematerializes(BatchNorm_v1, lambda p: () if p.use_global_stats else (1, 2))
+def _batch_norm_v1_remat(ctx, p: BatchNormParam, x, gamma, beta, moving_mean, moving_var, mean=None, var=None):
+    if mean is None:
+        return _batch_norm_v1_lower(ctx, p, x, gamma, beta, moving_mean, moving_var)
+    inv_std = ctx.b.rsqrt(ctx.b.add(var, p.eps))
+    return [_batch_norm_normalize(ctx.b, p, x, gamma, beta, mean, inv_std), None, None]
+
+
+@differentiable(BatchNorm_v1, ("ograd0", "in0", "in1", "in3", "in4", "out1", "out2"), aux_updates=2, inplace=True)
+def _batch_norm_v1_grad(ctx, p: BatchNormParam, g, x, gamma, moving_mean, moving_var, mean, var):
+    inv_std = ctx.b.rsqrt(ctx.b.add(var, p.eps))
+    return _batch_norm_grad(ctx, p, g, x, gamma, moving_mean, moving_var, mean, inv_std)
+
+
+lays_out(BatchNorm_v1)(_batch_norm_layout)
+lays_out(BatchNorm_v1.backward)(_batch_norm_grad_layout)
+
+
 # --- LRN (src/operator/nn/lrn.cc) ---
 @dataclass(frozen=True)
 class LRNParam:
@@ -158,7 +205,7 @@ def _lrn_lower(ctx, p: LRNParam, x):
     pads = [(0, 0), (n // 2, n - 1 - n // 2)] + [(0, 0)] * (x.ndim - 2)
     s = b.reduce_window(b.mul(x, x), "add", window, (1,) * x.ndim, pads, x.shape)
     norm = b.add(b.mul(s, p.alpha / n), p.knorm)
-    return [b.mul(x, b.pow(norm, -p.beta)), None]
+    return [b.mul(x, b.pow(norm, -p.beta)), norm]      # tmp_norm: what MXNet's monitor shows
 
 
 @differentiable(LRN, ("ograd0", "in0"))

@@ -11,6 +11,8 @@ import dataclasses
 import typing
 from typing import Any
 
+import numpy as np
+
 from ..base import AotexecError
 
 Shape = tuple[int, ...]
@@ -76,11 +78,24 @@ def type_name(tp: Any) -> str:
 
 
 def to_attr_string(value: Any) -> str:
-    """How MXNet's Python frontend turns a keyword value into an attr string."""
+    """How MXNet's Python frontend turns a keyword value into an attr string (``str(value)``;
+    numpy scalars print as numbers, as numpy 1.x's repr did: ``(1, 0)``, not
+    ``(np.int64(1), np.int64(0))``)."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list):
-        value = tuple(value)
+    if isinstance(value, (list, tuple)):
+        items = [_scalar_string(v) for v in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    return _scalar_string(value)
+
+
+def _scalar_string(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return to_attr_string(value)
+    if isinstance(value, np.bool_):
+        return str(bool(value))
+    if isinstance(value, np.integer):
+        return str(int(value))
     return str(value)
 
 

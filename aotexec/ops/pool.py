@@ -10,14 +10,13 @@ from typing import Literal, Optional
 
 import numpy as np
 
-from ..base import AotexecError
 from ..emitter import Emitter, Value
 from .conv import conv_weight_grad, deconv_data_grad, transposed_conv
 from .conv_forms import windows
 from .nhwc import TO_NHWC, ChannelsLast, LayoutQuery, first_nhwc
 from .params import Shape
 from .registry import define, differentiable, lays_out, lowers
-from .rules import forward, known, prod, same_dtype
+from .rules import known, prod, same_dtype
 
 
 # --- Pooling (src/operator/nn/pooling.cc, PoolingShape) ---
@@ -40,32 +39,48 @@ class PoolingParam:
         if self.global_pool:
             return tuple(data_shape[2:]), (1,) * nd, (0,) * nd
         kernel = tuple(self.kernel)
-        stride = tuple(self.stride) if self.stride else (1,) * nd
-        pad = tuple(self.pad) if self.pad else (0,) * nd
+        # MXNet takes pad=(0, 0, 0) for 1-D 'same' pooling; only the leading entries apply
+        stride = tuple(self.stride)[:nd] if self.stride else (1,) * nd
+        pad = tuple(self.pad)[:nd] if self.pad else (0,) * nd
         return kernel, stride, pad
 
 
-@forward
-def _pool_shape(p: PoolingParam, data):
+def _pool_shape(p: PoolingParam, ins, outs):
+    """MXNet's PoolingShape (pooling.cc): from the data's (partial) shape; 'same' is 1-D only
+    (ceil(x / stride) windows, clipped at the end) and takes no padding."""
+    data = ins[0]
+    if data is None:
+        return ins, outs
     if not 3 <= len(data) <= 5:
-        raise ValueError(f"Pooling: input data should be 3D, 4D or 5D, got {data}")
-    if not p.global_pool and len(p.kernel) != len(data) - 2:
-        raise ValueError(f"Pooling: kernel {p.kernel} does not match a {len(data)}-D input")
-    if p.pooling_convention == "same" and len(data) != 3:
-        raise ValueError("Pooling: Input data should be 3D in (batch, channel, x). Currently 'same' supports "
-                         "Max Pooling 1-D")
-    kernel, stride, pad = p.window(data)
+        raise ValueError(f"Pooling: Input data should be  3D in (batch, channel, x) Or 4D in (batch, channel, y, x) "
+                         f" Or 5D in (batch, channel, d, y, x), got {list(data)}")
+    if p.pooling_convention == "same":
+        if len(data) != 3:
+            raise ValueError("Pooling: Input data should be 3D in (batch, channel, x). Currently 'same' supports "
+                             "Max Pooling 1-D")
+        if any(p.pad):
+            raise ValueError("Same pooling convention disables the use of pad parameter.")
     if p.global_pool:
-        return (data[0], data[1]) + (1,) * (len(data) - 2)
-    sp = []
-    for x, k, s, pd in zip(data[2:], kernel, stride, pad):
-        if p.pooling_convention == "full":
-            sp.append(1 + int(math.ceil((x + 2 * pd - k) / s)))
-        elif p.pooling_convention == "same":
-            sp.append((x + s - 1) // s)
-        else:
-            sp.append(1 + (x + 2 * pd - k) // s)
-    return (data[0], data[1]) + tuple(sp)
+        return ins, [(data[0], data[1]) + (1,) * (len(data) - 2)]
+    if not p.kernel:
+        return ins, outs
+    if len(p.kernel) != len(data) - 2:
+        raise ValueError(f"Pooling: kernel {p.kernel} does not match a {len(data)}-D input")
+    kernel, stride, pad = p.window(data)
+    return ins, [(data[0], data[1]) + tuple(
+        _pool_out(p.pooling_convention, x, k, s, q) for x, k, s, q in zip(data[2:], kernel, stride, pad))]
+
+
+def _pool_out(convention: str, x: int, k: int, s: int, q: int) -> int:
+    if x < 0:
+        return -1
+    if k > x + 2 * q:
+        raise ValueError(f"kernel size ({k}) exceeds input ({x} padded to {x + 2 * q})")
+    if convention == "valid":
+        return 1 + (x + 2 * q - k) // s
+    if convention == "full":
+        return 1 + int(math.ceil((x + 2 * q - k) / s))
+    return int(math.ceil((x + 2 * q) / s))
 
 
 def _pool_outputs(p: PoolingParam) -> list[str]:
@@ -75,7 +90,7 @@ def _pool_outputs(p: PoolingParam) -> list[str]:
 
 def _pool_shape_all(p, ins, outs):
     ins, res = _pool_shape(p, ins, outs[:1])
-    return ins, list(res) + [res[0]] * (len(outs) - 1)
+    return ins, list(res) + [res[0]] * (len(outs) - 1) if res[0] is not None else outs
 
 
 Pooling = define("Pooling", params=PoolingParam, outputs=_pool_outputs, num_visible=lambda p: 1,
@@ -96,9 +111,6 @@ def _pool_counts(x: int, out: int, k: int, s: int, q: int, include_pad: bool):
 @lowers(Pooling)
 def _pool_lower(ctx, p: PoolingParam, x):
     b = ctx.b
-    if p.pooling_convention == "same" and not p.global_pool:
-        raise AotexecError(f"Pooling with pooling_convention='same' (1-D max pooling in MXNet 1.9) is not "
-                           f"lowered yet (node '{ctx.node.name}')")
     out, in_sp = ctx.out_shapes[0], x.shape[2:]
     kernel, stride, pad = p.window(x.shape)
     window, strides = (1, 1) + tuple(kernel), (1, 1) + tuple(stride)
@@ -441,11 +453,13 @@ def _upsampling_shape(p: UpSamplingParam, ins, outs):
         k = 2 * p.scale - p.scale % 2
         ins[1] = (d[1], 1, k, k)
         return ins, [(d[0], d[1], d[2] * p.scale, d[3] * p.scale)]
-    if not all(known(s) for s in ins):
+    if any(s is None for s in ins):
         return ins, outs
-    oh, ow = ins[0][2] * p.scale, ins[0][3] * p.scale
-    c = sum(s[1] for s in ins) if p.multi_input_mode == "concat" else ins[0][1]
-    return ins, [(ins[0][0], c, oh, ow)]
+    d = ins[0]
+    oh, ow = (x * p.scale if x >= 0 else -1 for x in d[2:4])
+    channels = [s[1] for s in ins]
+    c = (sum(channels) if min(channels) >= 0 else -1) if p.multi_input_mode == "concat" else d[1]
+    return ins, [(d[0], c, oh, ow)]
 
 
 UpSampling = define(

@@ -7,11 +7,11 @@ each in ``REDUCTIONS`` (lowering and gradient included).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, ClassVar, Optional
 
 from .params import Shape
 from .registry import define, differentiable, lowers
-from .rules import flat_or_axis, forward, norm_axis, prod, same_dtype
+from .rules import fixed_dtype, flat_or_axis, norm_axis, prod, ranked, same_dtype
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def reduced_shape(data: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) 
     return out or (1,)
 
 
-@forward
+@ranked
 def _reduce_shape(p: ReduceParam, data):
     return reduced_shape(tuple(data), p.axes(len(data)), p.keepdims)
 
@@ -112,7 +112,8 @@ REDUCTIONS = (
               ("in0", "out0"), pre=lambda b, x: _drop_nan(b, x, 1.0)),
 )
 for _r in REDUCTIONS:
-    _op = define(_r.name, *_r.aliases, params=ReduceParam, infer_shape=_reduce_shape, infer_type=same_dtype)
+    _op = define(_r.name, *_r.aliases, params=ReduceParam, infer_shape=_reduce_shape, infer_type=same_dtype,
+                 listed_inputs=False)
     lowers(_op)(_reduce_rule(_r.pre, _r.kind, _r.mean))
     differentiable(_op, ("ograd0",) + _r.reads)(_reduce_grad(_r.grad, _r.reads, _r.mean))
 
@@ -134,12 +135,12 @@ class NormParam:
             raise ValueError(f"norm only supports ord=1 and ord=2, got {self.ord}")
 
 
-@forward
+@ranked
 def _norm_shape(p: NormParam, data):
     return reduced_shape(tuple(data), p.axes(len(data)), p.keepdims)
 
 
-norm = define("norm", params=NormParam, infer_shape=_norm_shape, infer_type=same_dtype)
+norm = define("norm", params=NormParam, infer_shape=_norm_shape, infer_type=same_dtype, listed_inputs=False)
 
 
 @lowers(norm)
@@ -167,7 +168,7 @@ class ArgReduceParam:
     keepdims: bool = False
 
 
-@forward
+@ranked
 def _arg_shape(p: ArgReduceParam, data):
     axes = tuple(range(len(data))) if p.axis is None else (norm_axis(p.axis, len(data)),)
     return reduced_shape(tuple(data), axes, p.keepdims)
@@ -186,6 +187,101 @@ def _arg_rule(kind: str):
 
 
 for _name, _kind in (("argmax", "max"), ("argmin", "min")):
-    _op = define(_name, params=ArgReduceParam, infer_shape=_arg_shape, infer_type=same_dtype, zero_grad=True)
+    _op = define(_name, params=ArgReduceParam, infer_shape=_arg_shape, infer_type=same_dtype, zero_grad=True,
+                 listed_inputs=False)
     lowers(_op)(_arg_rule(_kind))
     differentiable(_op, ())(lambda ctx, p: [None])
+
+
+@dataclass(frozen=True)
+class ArgmaxChannelParam:
+    """No parameters: MXNet's argmax_channel is argmax over the last axis (broadcast_reduce_op_index.cc)."""
+    axis: ClassVar[int] = -1
+    keepdims: ClassVar[bool] = False
+
+
+argmax_channel = define("argmax_channel", params=ArgmaxChannelParam, infer_shape=_arg_shape, infer_type=same_dtype,
+                        zero_grad=True, listed_inputs=False)
+lowers(argmax_channel)(_arg_rule("max"))
+differentiable(argmax_channel, ())(lambda ctx, p: [None])
+
+
+# --- moments (src/operator/nn/moments-inl.h): mean and (biased) variance over ``axes`` ---
+@dataclass(frozen=True)
+class MomentsParam:
+    axes: Optional[Shape] = None
+    keepdims: bool = False
+
+    def check(self):
+        if not self.axes:
+            raise ValueError("Empty axes is not supported, if you would like to do global moments, please pass "
+                             "all axes to axes argument")
+
+    def reduced(self, ndim: int) -> tuple[int, ...]:
+        return tuple(sorted({norm_axis(a, ndim, "moments") for a in self.axes}))
+
+
+@ranked
+def _moments_shape(p: MomentsParam, data):
+    s = reduced_shape(tuple(data), p.reduced(len(data)), p.keepdims)
+    return [s, s]
+
+
+moments = define("moments", params=MomentsParam, outputs=["output0", "output1"], infer_shape=_moments_shape,
+                 infer_type=same_dtype)
+
+
+@lowers(moments)
+def _moments_lower(ctx, p: MomentsParam, x):
+    b = ctx.b
+    axes = p.reduced(x.ndim)
+    n = float(prod(x.shape[a] for a in axes))
+    mean = b.div(b.reduce(x, axes, "add"), n)
+    d = b.sub(x, _expand(b, mean, x.shape, axes))
+    var = b.div(b.reduce(b.mul(d, d), axes, "add"), n)
+    return [b.reshape(mean, ctx.out_shapes[0]), b.reshape(var, ctx.out_shapes[1])]
+
+
+@differentiable(moments, ("ograd0", "ograd1", "in0", "out0"))
+def _moments_grad(ctx, p: MomentsParam, g_mean, g_var, x, mean):
+    """(g_mean + 2 g_var (x - mean)) / n."""
+    b = ctx.b
+    axes = p.reduced(x.ndim)
+    n = float(prod(x.shape[a] for a in axes))
+    up = lambda v: _expand(b, v, x.shape, axes)  # noqa: E731
+    return [b.div(b.add(up(g_mean), b.mul(b.mul(up(g_var), b.sub(x, up(mean))), 2.0)), n)]
+
+
+# --- all_finite / multi_all_finite (src/operator/contrib/all_finite.cc): 1 when every element of
+# every input is finite, else 0, as a (1,) float32 ---
+@dataclass(frozen=True)
+class AllFiniteParam:
+    init_output: bool = True
+
+
+@dataclass(frozen=True)
+class MultiAllFiniteParam:
+    num_arrays: int = 1
+    init_output: bool = True
+
+
+def _all_finite_shape(p, ins, outs):
+    return ins, [(1,)]
+
+
+def _all_finite_lower(ctx, p, *xs):
+    b = ctx.b
+    ok = None
+    for x in xs:
+        finite = b.compare(b.abs(x), float("inf"), "LT")         # false for inf and NaN
+        bad = b.reduce(b.convert(b.op("stablehlo.not", [finite], x.shape, "bool"), "float32"),
+                       list(range(x.ndim)), "max")
+        ok = bad if ok is None else b.max(ok, bad)
+    return b.reshape(b.sub(1.0, ok), (1,))
+
+
+all_finite = define("all_finite", params=AllFiniteParam, infer_shape=_all_finite_shape,
+                    infer_type=fixed_dtype("float32"), zero_grad=True)
+multi_all_finite = define("multi_all_finite", params=MultiAllFiniteParam, variadic="num_arrays",
+                          infer_shape=_all_finite_shape, infer_type=fixed_dtype("float32"), zero_grad=True)
+lowers(all_finite, multi_all_finite)(_all_finite_lower)

@@ -54,6 +54,7 @@ class OpDef:
     aux_updates: int = 0
     forward_op: "OpDef | None" = None      # set on the generated _backward_<op>
     zero_grad: bool = False                # gradient is zero everywhere (BlockGrad): no backward node
+    clone_gradient: bool = False           # each input's gradient is the output's (nnvm CloneGradient: no node)
     random: bool = False                   # reads ``ctx.rng_state`` in training (Dropout)
     random_when: Callable[[Any, bool], bool] | None = None   # (params, is_train): refines ``random``
     listed_inputs: bool = True             # False: MXNet names inputs input0.. (no FListInputNames)
@@ -63,6 +64,9 @@ class OpDef:
     remat_lower: Callable | None = None
     backward: "OpDef | None" = None        # the generated _backward_<op> (``differentiable``)
     train_mode: bool = False               # computes differently in training (batch stats, random draws)
+    # train_mode ops: the params under which training mode computes what inference mode does
+    # (Dropout: p=0; BatchNorm: use_global_stats), for backward(is_train=False)
+    inference_params: Callable[[Any], Any] | None = None
     shape_only_inputs: tuple[int, ...] = ()   # inputs read for their shape only (``reads_value``)
     # memory planning (passes.plan_memory): output 0 may overwrite input 0 once nothing else
     # reads it (nnvm FInplaceOption {0, 0}); these outputs *are* input 0's bytes (FInplaceIdentity)
@@ -76,6 +80,9 @@ class OpDef:
     # NHWC out; or a rule ``fn(ops.nhwc.LayoutQuery) -> ops.nhwc.ChannelsLast | None``
     layout_agnostic: bool = False
     channels_last: Callable | None = None
+    # indices it raises on when out of range (take mode='raise'): (indices input, data input, axis)
+    # per check, verified on the host by the runtime (runtime.index_checks)
+    index_checks: Callable[[Any], list[tuple[int, int, int]]] | None = None
 
     def input_names(self, p: Any) -> list[str]:
         if self.variadic:
@@ -165,20 +172,22 @@ def replace(op: OpDef, **changes: Any) -> OpDef:
 
 
 def differentiable(op: OpDef, reads: Sequence[str] | Callable[[Any], list[str]], aux_updates: int = 0,
-                   **backward: Any):
+                   name: str | None = None, **backward: Any):
     """Declare ``op``'s gradient: what its backward node reads, and the rule computing it.
 
     The rule is ``fn(ctx, params, *read_values) -> list[Value | None]``; ``ctx.fwd_in_shapes``
-    gives the forward input shapes.  Registers ``_backward_<op>`` (MXNet's name) as
-    ``op.backward``; ``backward`` sets its other attributes (``inplace=True``...).
+    gives the forward input shapes.  Registers the backward op as ``op.backward``, named
+    ``_backward_<op>`` or ``name`` (MXNet's own name where it differs, e.g. Flatten's
+    ``_backward_copy``, which several ops share); ``backward`` sets its other attributes
+    (``inplace=True``...).
     """
     def deco(fn: Callable) -> Callable:
         op.grad_reads = reads if callable(reads) else _const(list(reads))
         op.aux_updates = aux_updates
-        bwd = OpDef(name=f"_backward_{op.name}", params=op.params, forward_op=op, lower=fn,
+        bwd = OpDef(name=name or f"_backward_{op.name}", params=op.params, forward_op=op, lower=fn,
                     inputs=lambda p: op.grad_reads(p),  # names are the read tokens
                     outputs=lambda p, op=op: backward_output_names(op, p), **backward)
-        OPS[bwd.name] = op.backward = bwd
+        OPS[f"_backward_{op.name}"] = op.backward = bwd
         return fn
     return deco
 

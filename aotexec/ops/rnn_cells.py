@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..emitter import Emitter, Value
+from . import libm
 
 GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
 
@@ -79,24 +80,24 @@ class Cell:
         if self.mode == "lstm":
             i, f, g, o, c_raw = self._lstm_gates(b, xt, hw, c_prev)
             c = self._clip(b, c_raw)
-            return b.mul(o, b.tanh(c)), c
+            return b.mul(o, libm.tanh(b, c)), c
         if self.mode == "gru":
             r, z, n = self._gru_gates(b, xt, hw)
             return b.add(b.mul(_one_minus(b, z), n), b.mul(z, h_prev)), None
         pre = b.add(xt, hw)
-        return (b.tanh(pre) if self.mode == "rnn_tanh" else b.max(pre, 0.0)), None
+        return (libm.tanh(b, pre) if self.mode == "rnn_tanh" else b.max(pre, 0.0)), None
 
     def _lstm_gates(self, b: Emitter, xt: Value, hw: Value, c_prev: Value):
         pre = b.add(xt, hw)
         i, f, o = (b.logistic(gate(b, pre, k, self.h)) for k in (0, 1, 3))
-        g = b.tanh(gate(b, pre, 2, self.h))
+        g = libm.tanh(b, gate(b, pre, 2, self.h))
         return i, f, g, o, b.add(b.mul(f, c_prev), b.mul(i, g))
 
     def _gru_gates(self, b: Emitter, xt: Value, hw: Value):
         h = self.h
         r = b.logistic(b.add(gate(b, xt, 0, h), gate(b, hw, 0, h)))
         z = b.logistic(b.add(gate(b, xt, 1, h), gate(b, hw, 1, h)))
-        n = b.tanh(b.add(gate(b, xt, 2, h), b.mul(r, gate(b, hw, 2, h))))
+        n = libm.tanh(b, b.add(gate(b, xt, 2, h), b.mul(r, gate(b, hw, 2, h))))
         return r, z, n
 
     def _clip(self, b: Emitter, c: Value) -> Value:
@@ -126,14 +127,14 @@ class Cell:
             return self._gru_grad(b, xt, hw, h_prev, dh)
         pre = b.add(xt, hw)
         if self.mode == "rnn_tanh":
-            d = b.mul(dh, _dtanh(b, b.tanh(pre)))
+            d = b.mul(dh, _dtanh(b, libm.tanh(b, pre)))
         else:
             d = b.select(b.compare(pre, 0.0, "GT"), dh, b.full_like(dh, 0.0))
         return StepGrad(d, d, None, None)
 
     def _lstm_grad(self, b: Emitter, xt, hw, c_prev, dh, dc) -> StepGrad:
         i, f, g, o, c_raw = self._lstm_gates(b, xt, hw, c_prev)
-        tc = b.tanh(self._clip(b, c_raw))
+        tc = libm.tanh(b, self._clip(b, c_raw))
         do = b.mul(dh, tc)
         dc = self._clip_pass(b, c_raw, b.add(dc, b.mul(b.mul(dh, o), _dtanh(b, tc))))
         d = join_gates(b, [b.mul(b.mul(dc, g), _dsigmoid(b, i)), b.mul(b.mul(dc, c_prev), _dsigmoid(b, f)),

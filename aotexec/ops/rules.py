@@ -14,6 +14,28 @@ import numpy as np
 from .registry import DTypeT, ShapeT
 
 
+class IncompatibleAttr(ValueError):
+    """MXNet's ElemwiseAttr failure (elemwise_op_common.h): input or output ``index`` contradicts
+    what the earlier ones agreed on.  The inference pass adds the node's name."""
+
+    def __init__(self, index: int, kind: str, expected: Any, got: Any):
+        super().__init__(index, kind, expected, got)
+        self.index, self.kind, self.expected, self.got = index, kind, expected, got
+
+    def message(self, node: str) -> str:
+        def fmt(v: Any) -> str:
+            if isinstance(v, tuple):
+                return "[" + ",".join(map(str, v)) + "]"
+            return str(v)
+        return (f"Incompatible attr in node {node} at {self.index}-th {self.kind}: expected {fmt(self.expected)}, "
+                f"got {fmt(self.got)}")
+
+
+def shape_str(s: ShapeT) -> str:
+    """MXNet's TShape printing in messages: ``[2,-1]``."""
+    return "[]" if s is None else "[" + ",".join(map(str, s)) + "]"
+
+
 def known(s: ShapeT) -> bool:
     return s is not None and all(d >= 0 for d in s)
 
@@ -53,8 +75,12 @@ def norm_axis(axis: int, ndim: int, op: str = "") -> int:
 def same_shape(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
     """Every input and output has one shape (elementwise ops); works both ways."""
     s: ShapeT = None
-    for x in list(ins) + list(outs):
-        s = merge(s, x)
+    for kind, values in (("input", ins), ("output", outs)):
+        for i, x in enumerate(values):
+            try:
+                s = merge(s, x)
+            except ValueError:
+                raise IncompatibleAttr(i, kind, s, x) from None
     return [s] * len(ins), [s] * len(outs)
 
 
@@ -62,11 +88,6 @@ def first_input_shape(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
     """Output 0 has the shape of input 0 and vice versa; other inputs are left alone."""
     s = merge(ins[0], outs[0])
     return [s] + list(ins[1:]), [s] + list(outs[1:])
-
-
-def rhs_shape(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
-    """The output takes input 1's shape (broadcast_like, reshape_like)."""
-    return ins, [ins[1]] if known(ins[1]) else outs
 
 
 def forward(fn: Callable[..., list[ShapeT] | ShapeT]):
@@ -80,18 +101,32 @@ def forward(fn: Callable[..., list[ShapeT] | ShapeT]):
     return rule
 
 
+def ranked(fn: Callable[..., list[ShapeT] | ShapeT]):
+    """A shape rule that needs every input's rank (MXNet's ``ndim_is_known`` guard) and keeps
+    unknown dims (-1) unknown in the outputs it computes."""
+    def rule(p: Any, ins: list[ShapeT], outs: list[ShapeT]):
+        if any(s is None for s in ins):
+            return ins, outs
+        res = fn(p, *ins)
+        return ins, (res if isinstance(res, list) else [res])
+    rule.__name__ = getattr(fn, "__name__", "rule")
+    return rule
+
+
 def weighted_inputs(p: Any) -> list[str]:
     """FullyConnected / Convolution / Deconvolution: the bias input exists unless no_bias."""
     return ["data", "weight"] if p.no_bias else ["data", "weight", "bias"]
 
 
 def same_dtype(p: Any, ins: list[DTypeT], outs: list[DTypeT]):
-    t = next((x for x in list(ins) + list(outs) if x is not None), None)
+    t = None
+    for kind, values in (("input", ins), ("output", outs)):
+        for i, x in enumerate(values):
+            if x is not None and t is not None and x != t:
+                raise IncompatibleAttr(i, kind, t, x)
+            t = t if t is not None else x
     if t is None:
         return ins, outs
-    for x in list(ins) + list(outs):
-        if x is not None and x != t:
-            raise ValueError(f"dtype mismatch: {x} vs {t}")
     return [t] * len(ins), [t] * len(outs)
 
 

@@ -122,6 +122,12 @@ def build_gradient_graph(heads: list[Entry], wrt: list[str]) -> GradientGraph:
                 if id(e.node) in need:
                     contrib.setdefault((id(e.node), e.index), []).append(_ZERO)
             continue
+        if op.clone_gradient:       # elemwise_add: the output gradient flows on as it is
+            og = ograd(node, 0)
+            for _, e in grad_inputs:
+                if id(e.node) in need:
+                    contrib.setdefault((id(e.node), e.index), []).append(og)
+            continue
         bnode = _backward_node(node, ograd)
         for k, (_, e) in enumerate(grad_inputs):
             if id(e.node) in need:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..base import AotexecError
 from ..graph import IndexedGraph, Node
-from ..ops.rules import known, merge
+from ..ops.rules import IncompatibleAttr, known, merge
 
 # MXNet's integer dtype codes (mshadow type flags), used by the __dtype__ attribute
 DTYPE_CODES = {0: "float32", 1: "float64", 2: "float16", 3: "uint8", 4: "int32", 5: "int8",
@@ -103,6 +103,8 @@ def _fixed_point(g: IndexedGraph, values: list, rule_of: Callable[[Node], Any], 
                     new_ins = list(new_ins) + ins[k:]
                 except AotexecError:
                     raise
+                except IncompatibleAttr as e:
+                    raise AotexecError(f"Error in operator {node.name}: {e.message(node.name)}") from None
                 except (ValueError, IndexError, ZeroDivisionError, TypeError) as e:
                     raise AotexecError(f"Error in operator {node.name}: {e}\n  while inferring the {what} of "
                                        f"{node.format()} with inputs {ins}") from None
@@ -144,14 +146,21 @@ def _merge_dtype(node: Node, current, inferred):
     return inferred
 
 
+def _given_or_hint(given, hint, complete: Callable[[Any], bool]):
+    """MXNet's rule for a variable: a complete value the caller gives wins; otherwise the
+    variable's declared ``__shape__`` / ``__dtype__`` (a hint) replaces what was given."""
+    if given is not None and complete(given):
+        return given
+    return hint if hint is not None else given
+
+
 def infer_shapes(g: IndexedGraph, known_shapes: dict[str, tuple] | None = None) -> list:
     """Shapes of every entry; ``known_shapes`` maps variable names to (partial) shapes."""
     values: list = [None] * g.num_entries
     known_shapes = known_shapes or {}
     for nid, node in enumerate(g.nodes):
         if node.op is None:
-            eid = g.row_ptr[nid]
-            values[eid] = _merge_shape(node, _variable_shape(node), known_shapes.get(node.name))
+            values[g.row_ptr[nid]] = _given_or_hint(known_shapes.get(node.name), _variable_shape(node), known)
     _fixed_point(g, values, lambda n: n.op.infer_shape, _merge_shape, "shape")
     return values
 
@@ -162,8 +171,8 @@ def infer_dtypes(g: IndexedGraph, known_dtypes: dict[str, Any] | None = None) ->
     for nid, node in enumerate(g.nodes):
         if node.op is None:
             given = known_dtypes.get(node.name)
-            values[g.row_ptr[nid]] = _merge_dtype(node, _variable_dtype(node),
-                                                  None if given is None else np.dtype(given))
+            values[g.row_ptr[nid]] = _given_or_hint(None if given is None else np.dtype(given),
+                                                    _variable_dtype(node), lambda d: True)
     _fixed_point(g, values, lambda n: n.op.infer_type, _merge_dtype, "type")
     return values
 

@@ -19,6 +19,8 @@ from ..passes.infer import Typing
 from ..signature import Port, Role
 from .bind_args import _as_ndarray, bind_typing
 from .context import Context
+from .index_checks import index_checks, violation
+from .inference_twin import inference_symbol
 from .ndarray import NDArray, array as nd_array, zeros as nd_zeros
 from .program import Program
 from .provider import ProgramProvider
@@ -55,12 +57,15 @@ class Executor:
     other thread a set of its own on first use), so a result is always the caller's own.
     Inputs passed as ``forward`` keyword arguments are copied under the lock; arrays written
     directly (``arg_dict[n][:] = ...``) and gradients are shared by all threads.  ``backward``
-    must follow a ``forward(is_train=True)`` of the same thread (else an AotexecError).
+    uses the activations of this thread's ``forward(is_train=True)`` (recomputing them when the
+    last forward was an inference one); after another thread's training forward it raises.
     """
 
     def __init__(self, symbol, ctx: Context, typing: Typing, args: dict[str, NDArray],
                  grads: dict[str, NDArray | None], reqs: dict[str, str], aux: dict[str, NDArray],
-                 provider: ProgramProvider):
+                 provider: ProgramProvider, outputs: Sequence[NDArray | None] | None = None):
+        """``outputs``: arrays to write the outputs into (a reshaped executor's views of its
+        original's); None, or a None entry, allocates."""
         self._symbol = symbol
         self._ctx = ctx
         self._typing = typing
@@ -78,8 +83,9 @@ class Executor:
         self._aux_names = symbol.list_auxiliary_states()
         self._out_names = symbol.list_outputs()
         g = typing.graph
-        self._local.outputs = [nd_zeros(typing.shape_of(e), ctx=ctx, dtype=typing.dtype_of(e))
-                               for e in symbol._outputs]
+        given = list(outputs) if outputs is not None else [None] * len(symbol._outputs)
+        self._local.outputs = [o if o is not None else nd_zeros(typing.shape_of(e), ctx=ctx, dtype=typing.dtype_of(e))
+                               for o, e in zip(given, symbol._outputs)]
         self._output_types = [(o.shape, o.dtype) for o in self._local.outputs]
         self._train_differs = train_mode_matters(g.nodes)
         self._monitor: tuple[Callable, str] | None = None
@@ -89,6 +95,13 @@ class Executor:
         self._arena_bytes = 0
         self._arena_fits: set[tuple[int, str]] = set()   # (program, function) the arena already fits
         self._rng_buf: NDArray | None = None
+        self._scratch_outputs: list[NDArray] | None = None   # forward_train outputs nobody reads
+        self._index_checks = index_checks(typing)
+        self._twin: "Executor | None" = None     # backward(is_train=False)
+        self._last_rng: np.ndarray | None = None  # the random state of the last forward
+        # MXNet takes gradient arrays of another dtype than the argument's (converting)
+        self._grad_casts = {n: nd_zeros(g.shape, ctx=ctx, dtype=args[n].dtype) for n, g in grads.items()
+                            if g is not None and np.dtype(g.dtype) != np.dtype(args[n].dtype)}
         self._residual_bufs: dict = {}
         # resident programs: id(program) -> (its context with our parameters, their write stamps, bytes)
         self._resident: dict[int, tuple] = {}
@@ -151,12 +164,18 @@ class Executor:
             self._programs[key] = prog
         return prog
 
-    def _rng(self, prog: Program, entry: str) -> list:
-        """The (seed, counter) state random ops read; a new counter every training call."""
+    def _rng(self, prog: Program, entry: str, replay: bool = False) -> list:
+        """The (seed, counter) state random ops read; a new counter every call, or with ``replay``
+        the last forward's (so recomputed activations draw the masks that forward drew)."""
         if not prog.entry(entry).takes_rng:
             return []
         from .. import random as ax_random
-        state = np.array([ax_random.current_seed(), ax_random.next_stream()], dtype=np.uint64)
+        if replay and self._last_rng is not None:
+            state = self._last_rng
+        else:
+            state = np.array([ax_random.current_seed(), ax_random.next_stream()], dtype=np.uint64)
+        if entry != "backward":
+            self._last_rng = state
         if self._rng_buf is None:
             self._rng_buf = nd_array(state, ctx=self._ctx)
         else:
@@ -211,12 +230,34 @@ class Executor:
 
     def _check_backward_ready(self) -> None:
         if self._saved is None:
-            raise AotexecError("backward() needs the activations of a preceding forward(is_train=True); "
-                               "call forward(is_train=True) first")
+            self._recompute_residuals()
         if self._saved[0] != threading.get_ident():
             raise AotexecError("backward() needs this thread's forward(is_train=True), but another thread ran "
                                "forward(is_train=True) on this executor since; train with one executor per "
                                "thread (simple_bind(..., shared_exec=...) shares the weights)")
+
+    def _inference_twin(self) -> "Executor":
+        """An executor of the inference-mode graph sharing this one's arrays (built once)."""
+        if self._twin is None:
+            sym = inference_symbol(self._symbol)
+            shapes = {n: a.shape for n, a in {**self.arg_dict, **self.aux_dict}.items()}
+            dtypes = {n: np.dtype(a.dtype) for n, a in {**self.arg_dict, **self.aux_dict}.items()}
+            self._twin = Executor(sym, self._ctx, bind_typing(sym, shapes, dtypes), self.arg_dict, self.grad_dict,
+                                  self._grad_req, self.aux_dict, self._provider)
+        return self._twin
+
+    def _recompute_residuals(self) -> None:
+        """MXNet allows backward() after forward() / forward(is_train=False) (or with no forward
+        at all): the gradient is taken at the current arguments.  The activations backward
+        reads come from a training forward whose outputs go to scratch arrays, so the outputs
+        the caller holds stay those of its forward."""
+        prog = self._program(("forward_train", "backward"))
+        if self._scratch_outputs is None:
+            self._scratch_outputs = [nd_zeros(shape, ctx=self._ctx, dtype=dtype) for shape, dtype in self._output_types]
+        res = self._residual_targets(prog, "forward_train")
+        self._call(prog, "forward_train", self._views() + self._rng(prog, "forward_train", replay=True),
+                   [o.handle for o in self._scratch_outputs] + res)
+        self._residuals = res
 
     def _head_grads(self, prog: Program, entry: str, out_grads) -> list:
         """Views of the head gradients the compiled backward reads."""
@@ -231,11 +272,26 @@ class Executor:
             if g.shape != self.outputs[i].shape:
                 raise AotexecError(f"head gradient {i} ({self._out_names[i]}) has shape {g.shape}, the output "
                                    f"has {self.outputs[i].shape}")
+            if np.dtype(g.dtype) != np.dtype(self.outputs[i].dtype):
+                g = g.astype(self.outputs[i].dtype)    # MXNet copies head gradients in, converting
             views.append(g.handle)
         return views
 
+    def _grad_array(self, name: str) -> NDArray:
+        """Where the program writes ``name``'s gradient: the bound array, or a scratch of the
+        argument's dtype when the bound array has another (copied over after the call)."""
+        return self._grad_casts.get(name, self.grad_dict[name])
+
     def _old_grads(self, prog: Program, entry: str) -> list:
-        return [self.grad_dict[p.name].handle for p in prog.entry(entry).of(Role.OLD_GRAD)]
+        ports = prog.entry(entry).of(Role.OLD_GRAD)
+        for p in ports:
+            if p.name in self._grad_casts:
+                self._grad_casts[p.name][:] = self.grad_dict[p.name]
+        return [self._grad_array(p.name).handle for p in ports]
+
+    def _copy_cast_grads(self) -> None:
+        for name, scratch in self._grad_casts.items():
+            self.grad_dict[name][:] = scratch
 
 
     def _call(self, prog: Program, fn: str, inputs: list, targets: list, module=None) -> None:
@@ -290,7 +346,7 @@ class Executor:
         """Output buffers for gradient and aux-update results."""
         out = []
         for p in ports:
-            arr = (self.grad_dict if p.role is Role.GRAD else self.aux_dict)[p.name]
+            arr = self._grad_array(p.name) if p.role is Role.GRAD else self.aux_dict[p.name]
             arr._storage.written()
             out.append(arr.handle)
         return out
@@ -299,6 +355,13 @@ class Executor:
         for o in self.outputs:
             o._storage.written()
         return [o.handle for o in self.outputs]
+
+    def _check_indices(self) -> None:
+        """Out-of-range indices of ops that raise on them: the outputs raise when read."""
+        error = violation(self._index_checks, self.arg_dict) if self._index_checks else None
+        if error:
+            for o in self.outputs:
+                o._storage.error = error
 
     @serialized
     def forward(self, is_train: bool = False, **kwargs) -> list[NDArray]:
@@ -322,6 +385,7 @@ class Executor:
             else:
                 views = self._views()
             self._call(prog, "forward_infer", views + self._rng(prog, "forward_infer"), outs, module)
+        self._check_indices()
         return self.outputs
 
     @serialized
@@ -362,14 +426,21 @@ class Executor:
 
     @serialized
     def backward(self, out_grads=None, is_train: bool = True) -> None:
-        """Gradients into ``grad_arrays`` (write / add), and BatchNorm's moving statistics."""
+        """Gradients into ``grad_arrays`` (write / add), and BatchNorm's moving statistics;
+        with ``is_train=False`` the gradient of the inference-mode graph (runtime.inference_twin)."""
         if not self._wrt:
+            return
+        if not is_train and self._train_differs:
+            twin = self._inference_twin()
+            twin._residuals, twin._last_rng = None, self._last_rng   # this executor's last forward
+            twin.backward(out_grads)
             return
         self._check_backward_ready()
         prog = self._program(("forward_train", "backward"))
         views = self._views() + self._residuals + self._head_grads(prog, "backward", out_grads) \
             + self._old_grads(prog, "backward") + self._rng(prog, "backward")
         self._call(prog, "backward", views, self._named_targets(prog.entry("backward").results))
+        self._copy_cast_grads()
 
     @serialized
     def forward_backward(self, out_grads=None, **kwargs) -> list[NDArray]:
@@ -383,7 +454,9 @@ class Executor:
         n = len(self.outputs)
         targets = self._output_views() + self._named_targets(prog.entry("train_step").results[n:])
         self._call(prog, "train_step", views, targets)
+        self._copy_cast_grads()
         self._residuals = None
+        self._check_indices()
         return self.outputs
 
     @serialized
@@ -402,7 +475,7 @@ class Executor:
         """A new executor for new input shapes sharing this one's arrays (MXNet's rules):
         same-size or smaller arrays are views of the originals, larger ones are new."""
         import math
-        arg_shapes, _, aux_shapes = self._symbol.infer_shape(**kwargs)
+        arg_shapes, out_shapes, aux_shapes = self._symbol.infer_shape(**kwargs)
         if arg_shapes is None:
             raise AotexecError(f"reshape: cannot infer all shapes from {kwargs}")
 
@@ -433,8 +506,10 @@ class Executor:
         shapes = {n: a.shape for n, a in {**args, **aux}.items()}
         dtypes = {n: np.dtype(a.dtype) for n, a in {**args, **aux}.items()}
         reqs = {n: (r if grads.get(n) is not None else "null") for n, r in self._grad_req.items()}
+        # MXNet's reshaped executor writes its outputs into the original's memory where they fit
+        outs = [o.view(tuple(s)) if math.prod(s) <= o.size else None for o, s in zip(self.outputs, out_shapes)]
         return Executor(self._symbol, self._ctx, bind_typing(self._symbol, shapes, dtypes), args, grads, reqs, aux,
-                        self._provider)
+                        self._provider, outputs=outs)
 
     @serialized
     def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,

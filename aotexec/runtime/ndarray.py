@@ -39,13 +39,15 @@ class Storage:
     """The buffer behind an array and its views, with a count of the writes to it: an
     inference program holding parameters resident (``Executor._resident_module``) re-reads them
     when the count moved."""
-    __slots__ = ("version",)
+    __slots__ = ("version", "error")
 
     def __init__(self) -> None:
         self.version = 0
+        self.error: str | None = None     # an op's failure, raised when the content is read (MXNet's engine)
 
     def written(self) -> None:
         self.version += 1
+        self.error = None
 
 
 class NDArray:
@@ -103,6 +105,7 @@ class NDArray:
     # -- host transfer -------------------------------------------------------------------
     def asnumpy(self) -> np.ndarray:
         """A numpy copy of the content."""
+        self.wait_to_read()
         return Device.get(self._ctx).download(self.handle, self._shape, self._dtype)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
@@ -117,7 +120,10 @@ class NDArray:
         return self.asnumpy().reshape(())[()]
 
     def wait_to_read(self) -> None:
-        """No-op: every operation is synchronous."""
+        """Every operation is synchronous; an op that failed computing this array raises here, as
+        MXNet's engine does (``take(mode='raise')``)."""
+        if self._storage.error:
+            raise AotexecError(self._storage.error)
 
     # -- writes ----------------------------------------------------------------------------
     def __setitem__(self, key: Any, value: Any) -> None:

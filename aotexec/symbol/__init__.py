@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from numbers import Number
 from typing import Any
 
 import numpy as np
@@ -161,6 +162,20 @@ def ones(shape, dtype="float32", **kwargs) -> Symbol:
     return globals()["_ones"](shape=shape, dtype=dtype, **kwargs)
 
 
+def _ufunc(left, right, sym_op: str, scalar_op: str, rscalar_op: str, numbers):
+    """MXNet's symbol.pow / maximum / hypot...: two symbols, a symbol and a number (either side;
+    ``rscalar_op`` when the number comes first), or two numbers (computed in Python)."""
+    if isinstance(left, Symbol) and isinstance(right, Symbol):
+        return globals()[sym_op](left, right)
+    if isinstance(left, Symbol) and isinstance(right, Number):
+        return globals()[scalar_op](left, scalar=right)
+    if isinstance(left, Number) and isinstance(right, Symbol):
+        return globals()[rscalar_op](right, scalar=left)
+    if isinstance(left, Number) and isinstance(right, Number):
+        return numbers(left, right)
+    raise TypeError(f"types ({type(left)}, {type(right)}) not supported")
+
+
 def full(shape, val, dtype=None, **kwargs) -> Symbol:
     """MXNet's wrapper of ``_full``."""
     return globals()["_full"](shape=shape, dtype=dtype or "float32", value=float(val), **kwargs)
@@ -173,21 +188,23 @@ def arange(start, stop=None, step=1.0, repeat=1, infer_range=False, name=None, d
 
 
 def pow(base, exp):  # noqa: A001  (MXNet's name)
-    return base ** exp
+    return _ufunc(base, exp, "_Power", "_PowerScalar", "_RPowerScalar", lambda a, b: a ** b)
+
+
+def power(base, exp):
+    return pow(base, exp)
+
+
+def hypot(left, right):
+    return _ufunc(left, right, "_Hypot", "_HypotScalar", "_HypotScalar", np.hypot)
 
 
 def maximum(left, right):
-    if isinstance(left, Symbol) and isinstance(right, Symbol):
-        return globals()["_Maximum"](left, right)
-    s, v = (left, right) if isinstance(left, Symbol) else (right, left)
-    return globals()["_MaximumScalar"](s, scalar=v)
+    return _ufunc(left, right, "_Maximum", "_MaximumScalar", "_MaximumScalar", max)
 
 
 def minimum(left, right):
-    if isinstance(left, Symbol) and isinstance(right, Symbol):
-        return globals()["_Minimum"](left, right)
-    s, v = (left, right) if isinstance(left, Symbol) else (right, left)
-    return globals()["_MinimumScalar"](s, scalar=v)
+    return _ufunc(left, right, "_Minimum", "_MinimumScalar", "_MinimumScalar", min)
 
 
 def split_v2(ary: Symbol, indices_or_sections, axis: int = 0, squeeze_axis: bool = False, **kwargs) -> Symbol:
@@ -204,6 +221,20 @@ def split_v2(ary: Symbol, indices_or_sections, axis: int = 0, squeeze_axis: bool
 # mx.sym.contrib: the _contrib_ ops without the prefix (contrib.BilinearResize2D)
 contrib = types.SimpleNamespace(**{k[len("_contrib_"):]: v for k, v in list(globals().items())
                                    if k.startswith("_contrib_")})
+
+
+class _Operators:
+    """``ax.sym._internal`` / ``ax.sym.op``: every constructor by its MXNet name, as MXNet's
+    ``mx.sym._internal._plus`` and ``mx.sym.op.FullyConnected``."""
+
+    def __getattr__(self, name: str):
+        value = globals().get(name)
+        if name.startswith("__") or not callable(value):
+            raise AttributeError(f"aotexec.symbol has no operator '{name}'")
+        return value
+
+
+_internal = op = _Operators()
 
 _REGISTERED.update((k, v) for k, v in list(globals().items()) if callable(v) and not isinstance(v, type)
                    and not k.startswith("_") or k in CONSTRUCTORS)

@@ -14,6 +14,7 @@ from ..base import AotexecError
 from ..graph import Entry, IndexedGraph, Node
 from ..ops.params import parse_params
 from ..ops.registry import get_op
+from ..util import is_np_shape
 
 MXNET_VERSION = 10901
 
@@ -37,6 +38,8 @@ def graph_to_json(heads: list[Entry]) -> str:
         "heads": [[g.nid(h.node), h.index, 0] for h in heads],
         "attrs": {"mxnet_version": ["int", MXNET_VERSION]},
     }
+    if is_np_shape():   # MXNet marks graphs saved under numpy shape semantics
+        doc["attrs"] = {"is_np_shape": ["int", 1], **doc["attrs"]}
     text = json.dumps(doc, indent=2)
     # keep [node, index, version] triples and id lists on one line, as MXNet writes them
     return re.sub(r"\[\s*(-?\d+(?:,\s*-?\d+)*)\s*\]",

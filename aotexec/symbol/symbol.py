@@ -66,7 +66,9 @@ class Symbol:
         return Symbol([Entry(n, i) for n in self._graph.nodes for i in range(n.num_visible_outputs)])
 
     def get_children(self) -> "Symbol | None":
-        entries = [e for out in self._outputs for e in out.node.inputs]
+        """The inputs of the head nodes (each node once: nnvm's Symbol::GetChildren)."""
+        nodes = list({id(e.node): e.node for e in self._outputs}.values())
+        entries = [e for n in nodes for e in n.inputs]
         return Symbol(entries) if entries else None
 
     def __len__(self) -> int:
@@ -321,12 +323,17 @@ FLUENT = ("reshape", "reshape_like", "zeros_like", "ones_like", "broadcast_to", 
           "trunc", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "degrees", "radians", "sinh",
           "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "exp", "expm1", "log", "log10", "log2",
           "log1p", "sqrt", "rsqrt", "cbrt", "square", "reciprocal", "relu", "sigmoid", "softmax",
-          "log_softmax", "softmin", "dot", "stop_gradient", "identity")
-FLUENT += ("shape_array", "size_array", "depth_to_space", "space_to_depth", "slice_like")
+          "log_softmax", "softmin", "dot", "stop_gradient", "identity", "slice_like", "argmax_channel",
+          "shape_array", "size_array", "depth_to_space", "space_to_depth", "diag", "rcbrt")
 
 
 def _fluent(op_name: str):
     def method(self, *args, **kwargs):
+        if op_name in ("flatten", "expand_dims"):
+            kwargs.pop("inplace", None)       # MXNet's signature has it; it changes nothing
+        if op_name not in CONSTRUCTORS:
+            from ..ops.registry import get_op
+            get_op(op_name)                   # the "not registered in aotexec" error
         return CONSTRUCTORS[op_name](self, *args, **kwargs)
     method.__name__ = op_name
     method.__doc__ = f"Convenience fluent method for :func:`aotexec.sym.{op_name}`."

@@ -1,0 +1,330 @@
+"""MXNet 1.9.1's semantics where aotexec used to differ (issue #21), checked against what MXNet
+itself answered: tests/data/semantics/ is written by tools/make_semantics_reference.py in an
+MXNet venv, and holds each case's snippet next to MXNet's answer.  The snippets run here with
+``mx`` bound to aotexec.
+
+Covered: partial shape inference (partly known shapes kept, inferred backward from outputs and
+partners), shapes / dtypes given to infer_shape / infer_type winning over a Variable's declared
+ones, MXNet's error messages, numbers of the ops and attributes added for MXNet's own tests
+(reshape_like ranges, Pooling 'same', prelu gamma shapes, probability labels, SELU's gradient,
+power / hypot / maximum, BatchNorm_v1, argmax_channel...), backward() after an inference
+forward, monitor callback names and debug_str's backward op names; plus behaviours checked
+directly (get_children, tojson under np_shape, numpy scalars in attributes, reshaped executors
+sharing outputs, MXNet's operator inventory).
+"""
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aotexec as ax
+
+DATA = Path(__file__).resolve().parent / "data" / "semantics"
+CASES = json.loads((DATA / "cases.json").read_text())
+ARRAYS = np.load(DATA / "exec.npz")
+
+
+def _build(code: str) -> dict:
+    """A case's snippet with ``mx`` = aotexec and fresh automatic names, as the generator ran it."""
+    env = {"mx": ax, "np": np}
+    with ax.name.NameManager():
+        exec(code, env)
+    return env
+
+
+def _ids(section: str) -> list:
+    return [pytest.param(c, id=c["name"]) for c in CASES[section]]
+
+
+def _listed(shapes) -> list | None:
+    return None if shapes is None else [None if s is None else list(s) for s in shapes]
+
+
+# ---- shape inference ------------------------------------------------------------------------
+@pytest.mark.lowering
+@pytest.mark.parametrize("case", _ids("infer"))
+def test_shape_inference_as_mxnet(case):
+    out = _build(case["code"])["out"]
+    kwargs = {k: tuple(v) for k, v in case["kwargs"].items()}
+    with ax.np_shape(case["np_shape"]), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn = out.infer_shape_partial if case["partial"] else out.infer_shape
+        if "error" in case:
+            with pytest.raises(ax.MXNetError, match=re.escape(case["error"])):
+                fn(**kwargs)
+            return
+        arg, outs, aux = fn(**kwargs)
+    assert (_listed(arg), _listed(outs), _listed(aux)) == (case["arg"], case["out"], case["aux"])
+    warned = [line.strip() for w in caught for line in str(w.message).splitlines()[1:]]
+    assert warned == case.get("warned", [])
+
+
+@pytest.mark.lowering
+@pytest.mark.parametrize("case", _ids("infer_type"))
+def test_type_inference_as_mxnet(case):
+    out = _build(case["code"])["out"]
+    fn = out.infer_type_partial if case.get("partial") else out.infer_type
+    arg, outs, aux = fn(**case["kwargs"])
+    name = lambda t: None if t is None else np.dtype(t).name  # noqa: E731
+    assert ([name(t) for t in arg], [name(t) for t in outs], [name(t) for t in aux]) == \
+        (case["arg"], case["out"], case["aux"])
+
+
+# ---- error messages -------------------------------------------------------------------------
+@pytest.mark.lowering
+@pytest.mark.parametrize("case", _ids("errors"))
+def test_error_message_as_mxnet(case):
+    env = _build(case["code"])
+    expected = ax.MXNetError if case["type"] == "MXNetError" else getattr(__builtins__, case["type"], None) or \
+        __import__("builtins").__dict__[case["type"]]
+    with pytest.raises(expected) as info:
+        exec(case["call"], env)
+    assert case["phrase"] in str(info.value)
+
+
+# ---- executors against MXNet's numbers ------------------------------------------------------
+def _run(case: dict):
+    sym = _build(case["code"])["out"]
+    key = case["name"]
+    value = lambda n: ARRAYS[f"{key}/in/{n}"]  # noqa: E731
+    args = {n: ax.nd.array(value(n), dtype=value(n).dtype) for n in sym.list_arguments()}
+    aux = {n: ax.nd.array(value(n)) for n in sym.list_auxiliary_states()}
+    grads = {n: ax.nd.zeros(args[n].shape, dtype=args[n].dtype) for n in sym.list_arguments()
+             if n not in case.get("no_grad", ()) and case.get("grad")}
+    ex = sym.bind(ax.cpu(), args=args, args_grad=grads or None, aux_states=aux,
+                  grad_req="write" if case.get("grad") else "null")
+    got = {f"infer/{i}": o.asnumpy() for i, o in enumerate(ex.forward(is_train=False))}
+    if case.get("grad"):
+        if not case.get("backward_after_inference") and not case.get("inference_backward"):
+            got.update({f"train/{i}": o.asnumpy() for i, o in enumerate(ex.forward(is_train=True))})
+        heads = None if case.get("loss") else [ax.nd.array(ARRAYS[f"{key}/head/{i}"]) for i in range(len(ex.outputs))]
+        ex.backward(heads, is_train=not case.get("inference_backward"))
+        got.update({f"grad/{n}": g.asnumpy() for n, g in grads.items()})
+        got.update({f"aux/{n}": a.asnumpy() for n, a in ex.aux_dict.items()})
+    return got
+
+
+@pytest.mark.parametrize("case", _ids("exec"))
+def test_executor_numbers_as_mxnet(case):
+    got = _run(case)
+    prefix = case["name"] + "/"
+    expected = {k[len(prefix):]: ARRAYS[k] for k in ARRAYS.files
+                if k.startswith(prefix) and k.split("/")[1] not in ("in", "head")}
+    assert sorted(got) == sorted(expected)
+    for k, want in expected.items():
+        np.testing.assert_allclose(got[k], want, rtol=1e-4, atol=1e-5, err_msg=f"{case['name']}: {k}")
+
+
+# ---- monitor callback names, debug_str's ops ------------------------------------------------
+# MXNet also traces the head gradient's like-input (_identity_with_attr_like_rhs reads the
+# forward output for its shape only); aotexec's backward does not materialize it
+_NOT_TRACED = re.compile(r"_head_grad_\d+_id_rhs$")
+
+
+@pytest.mark.parametrize("case", _ids("monitor"))
+def test_monitor_names_and_debug_ops_as_mxnet(case):
+    sym = _build(case["code"])["out"]
+    ex = sym.simple_bind(ax.cpu(), grad_req=case.get("grad_req", "null"), **case["shapes"])
+    names: list[str] = []
+    ex.set_monitor_callback(lambda name, arr: names.append(name), monitor_all=case["all"])
+    ex.forward(is_train=case.get("train", False))
+    if case.get("train"):
+        ex.backward([ax.nd.ones(o.shape) for o in ex.outputs])
+    assert names == [n for n in case["names"] if not _NOT_TRACED.search(n)]
+    assert re.findall(r"Op:(\S+), Name=", ex.debug_str()) == case["debug_ops"]
+
+
+# ---- behaviours checked directly ------------------------------------------------------------
+@pytest.mark.lowering
+def test_get_children_of_a_multi_output_node_lists_its_inputs_once():
+    data = ax.sym.Variable("data")
+    sliced = ax.sym.SliceChannel(data, num_outputs=3, name="slice")
+    assert sliced.get_children().list_outputs() == ["data"]
+    concat = ax.sym.Concat(*list(sliced))
+    assert concat.get_children().list_outputs() == ["slice_output0", "slice_output1", "slice_output2"]
+    assert (data + data).get_children().list_outputs() == ["data", "data"]
+
+
+@pytest.mark.lowering
+def test_tojson_marks_numpy_shape_graphs():
+    net = ax.sym.FullyConnected(ax.sym.var("data"), ax.sym.var("weight", shape=(8, 0)), num_hidden=8)
+    assert "is_np_shape" not in json.loads(net.tojson())["attrs"]
+    with ax.np_shape(True):
+        assert json.loads(net.tojson())["attrs"]["is_np_shape"] == ["int", 1]
+    assert ax.sym.load_json(net.tojson()).infer_shape(data=(2, 5))[0][1] == (8, 5)
+
+
+@pytest.mark.lowering
+def test_numpy_scalars_in_attributes_print_as_numbers():
+    x = ax.sym.var("x")
+    assert ax.sym.transpose(x, axes=(np.int64(1), np.int64(0))).list_attr() == {"axes": "(1, 0)"}
+    conv = ax.sym.Convolution(x, kernel=(np.int32(3), 3), num_filter=np.int64(2), no_bias=np.bool_(True))
+    assert conv.list_attr() == {"kernel": "(3, 3)", "num_filter": "2", "no_bias": "True"}
+    assert (x * np.float32(2.5)).list_attr() == {"scalar": "2.5"}
+
+
+def test_reshaped_executor_writes_into_the_original_outputs():
+    """MXNet's test_executor.test_reshape: the smaller executor's outputs share memory."""
+    y = ax.sym.FullyConnected(ax.sym.Variable("x"), num_hidden=4)
+    exe = y.simple_bind(ax.cpu(), x=(5, 4), grad_req="null")
+    exe.arg_arrays[0][:] = 1
+    exe.arg_arrays[1][:] = np.ones((4, 4))
+    exe.arg_arrays[2][:] = 0
+    new_exe = exe.reshape(x=(3, 4))
+    new_exe.forward(is_train=False)
+    assert np.all(new_exe.outputs[0].asnumpy() == 4)
+    assert np.all(exe.outputs[0].asnumpy()[:3] == 4)
+
+
+def test_backward_with_no_forward_takes_the_gradient_at_the_current_arguments():
+    """MXNet's test_zero_prop2 / test_executor.test_bind: backward() right after bind or an
+    inference forward; the outputs the caller holds stay the inference ones."""
+    x = ax.sym.Variable("x")
+    y = ax.sym.Dropout(x * 3.0, p=0.5)
+    ex = y.simple_bind(ax.cpu(), x=(4, 4))
+    ex.arg_dict["x"][:] = np.ones((4, 4))
+    out = ex.forward(is_train=False)[0].asnumpy()
+    ex.backward(ax.nd.ones((4, 4)))
+    assert np.all(out == 3.0) and np.all(ex.outputs[0].asnumpy() == 3.0)
+    assert set(np.unique(ex.grad_dict["x"].asnumpy())) <= {0.0, 6.0}
+
+
+@pytest.mark.lowering
+def test_operator_inventory_in_docs_lists_every_mxnet_operator():
+    """docs/OPS.md's MXNet 1.9.1 inventory has a row per name of tests/data/semantics/mxnet_ops.txt,
+    and says 'supported' exactly for the names aotexec.sym has."""
+    names = [line.split("\t")[0] for line in (DATA / "mxnet_ops.txt").read_text().splitlines()
+             if line and not line.startswith("#")]
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "OPS.md").read_text()
+    inventory = doc[doc.index("## MXNet 1.9.1 operator inventory"):]
+    rows = dict(re.findall(r"^\| `([^`]+)` \| ([^|]+?) \|", inventory, re.M))
+    listed = [n for n in names if not n.startswith(("_backward", "_np", "_npi", "_npx"))]
+    assert sorted(rows) == sorted(listed)
+    for name, status in rows.items():
+        assert (status == "supported") == hasattr(ax.sym, name), (name, status)
+
+
+def test_take_raise_mode_raises_when_the_output_is_read():
+    """MXNet's test_take: with mode='raise' an out-of-range index fails the op, and the error
+    comes out when the output is read (asnumpy), not at forward."""
+    idx = ax.sym.BlockGrad(ax.sym.Variable("indices"))
+    ex = ax.sym.take(a=ax.sym.Variable("a"), indices=idx, axis=0, mode="raise").simple_bind(
+        ax.cpu(), a=(3, 4), indices=(2,))
+    ex.arg_dict["a"][:] = np.arange(12).reshape(3, 4)
+    ex.arg_dict["indices"][:] = np.array([0, 5])
+    ex.forward(is_train=True)
+    with pytest.raises(ax.MXNetError, match="out of bounds"):
+        ex.outputs[0].asnumpy()
+    ex.arg_dict["indices"][:] = np.array([2, 0])
+    np.testing.assert_array_equal(ex.forward()[0].asnumpy(), np.arange(12).reshape(3, 4)[[2, 0]])
+
+
+def test_head_gradients_of_another_dtype_are_converted():
+    """MXNet's test_where passes int32 head gradients to a float32 executor."""
+    x = ax.sym.Variable("x")
+    ex = (x * 2.0).simple_bind(ax.cpu(), x=(2, 3))
+    ex.forward(is_train=True)
+    ex.backward(ax.nd.array(np.ones((2, 3)), dtype="int32"))
+    assert np.all(ex.grad_dict["x"].asnumpy() == 2.0)
+
+
+@pytest.mark.lowering
+def test_unknown_shapes_make_no_array_outside_numpy_shape():
+    """MXNet's test_scalar_tensor_creation / test_zero_size_tensor_creation."""
+    for shape in ((), (0, 1, 3, 0)):
+        with pytest.raises(ax.MXNetError):
+            ax.nd.zeros(shape)
+        with pytest.raises(ax.MXNetError):
+            ax.nd.ones(shape=shape)
+    with ax.np_shape():
+        assert ax.nd.ones(shape=()).shape == ()
+
+
+def test_float64_math_without_float64_libm_in_iree():
+    """MXNet's test_unary_math_operators runs float64 with rtol 1e-7; IREE 3.13's llvm-cpu links
+    no float64 sin / cos / tan / atan2 / cbrt / tanh / fmod / lgamma: ops/libm.py computes them
+    (lgamma at float32 precision)."""
+    import math
+    x = ax.sym.Variable("x")
+    ops = {"sin": np.sin, "cos": np.cos, "arcsin": np.arcsin, "arccos": np.arccos, "arctan": np.arctan, "tan": np.tan,
+           "cbrt": np.cbrt, "tanh": np.tanh, "_mod_scalar": lambda v: np.mod(v, 0.35),
+           "rcbrt": lambda v: 1 / np.cbrt(v), "gammaln": np.vectorize(lambda t: math.lgamma(t) if t > 0 else np.nan)}
+    syms = [getattr(ax.sym, op)(x, scalar=0.35) if op == "_mod_scalar" else getattr(ax.sym, op)(x) for op in ops]
+    ex = ax.sym.Group(syms).simple_bind(ax.cpu(), x=(8,), type_dict={"x": "float64"})
+    v = np.array([-1.0, 0.1, 0.3, 0.6, 0.9, 1.0, -0.75, 0.0])
+    for got, (op, fn) in zip(ex.forward(x=v), ops.items()):
+        assert got.dtype == np.float64
+        with np.errstate(divide="ignore"):
+            want = fn(v)
+        keep = np.isfinite(want)          # lgamma's poles, 1 / cbrt(0)
+        tol = dict(rtol=1e-7) if op != "gammaln" else dict(rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got.asnumpy()[keep], want[keep], **tol)
+
+
+def test_gradient_arrays_of_another_dtype_receive_converted_gradients():
+    """MXNet's check_symbolic_backward(dtype='asnumpy') binds float64 gradient arrays to
+    float32 arguments; 'write' and 'add' both land converted."""
+    x = ax.sym.Variable("x")
+    args = {"x": ax.nd.array(np.ones((2, 3)), dtype="float32")}
+    grads = {"x": ax.nd.array(np.full((2, 3), 5.0), dtype="float64")}
+    for req, want in (("write", 3.0), ("add", 8.0)):
+        grads["x"][:] = 5.0
+        ex = (x * 3.0).bind(ax.cpu(), args=args, args_grad=grads, grad_req=req)
+        ex.forward(is_train=True)
+        ex.backward(ax.nd.ones((2, 3)))
+        assert grads["x"].dtype == np.float64 and np.all(grads["x"].asnumpy() == want)
+
+
+def test_bound_arrays_win_over_declared_shape_and_dtype():
+    """A Variable's shape= / dtype= is a hint: bind with arrays of another shape and dtype works."""
+    a = ax.sym.Variable("a", shape=(2, 3), dtype="float16")
+    ex = (a * 2.0).bind(ax.cpu(), args={"a": ax.nd.array(np.ones((4, 5)), dtype="float32")}, grad_req="null")
+    out = ex.forward()[0]
+    assert out.shape == (4, 5) and out.dtype == np.float32 and np.all(out.asnumpy() == 2.0)
+
+
+def test_float16_softmax_family_computes_in_float32():
+    """MXNet's test_softmin runs float16 (MXNet accumulates it in float32); IREE 3.13 failed to
+    link aotexec's fused float16 softmax."""
+    x = ax.sym.Variable("x")
+    v = np.array([[0.5, 1.0, 2.0], [2.0, 3.0, 1.0]])
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    ex = ax.sym.Group([ax.sym.softmax(x), ax.sym.softmin(x)]).simple_bind(ax.cpu(), x=(2, 3),
+                                                                           type_dict={"x": "float16"}, grad_req="null")
+    soft, smin = ex.forward(x=v)
+    assert soft.dtype == np.float16
+    np.testing.assert_allclose(soft.asnumpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-3)
+    e = np.exp(-v + v.min(axis=1, keepdims=True))
+    np.testing.assert_allclose(smin.asnumpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-3)
+
+
+def test_permanent_dropout_backward_uses_the_mask_of_the_last_forward():
+    """MXNet's test_dropout: with mode='always' the gradient of ones is the mask the last forward
+    (training or inference) drew, i.e. equals that forward's output of ones."""
+    y = ax.sym.Dropout(ax.sym.var("data"), p=0.5, mode="always")
+    exe = y.simple_bind(ax.cpu(), data=(10, 10))
+    exe.arg_arrays[0][:] = 1
+    for is_train in (True, False):
+        out = exe.forward(is_train=is_train)[0].asnumpy()
+        exe.backward([ax.nd.ones((10, 10))], is_train=is_train)
+        assert np.array_equal(exe.grad_arrays[0].asnumpy(), out) and out.max() == 2.0 and out.min() == 0.0
+
+
+def test_dropout_of_every_element_is_nan_as_in_mxnet():
+    exe = ax.sym.Dropout(ax.sym.var("data"), p=1.0).simple_bind(ax.cpu(), data=(3, 3))
+    exe.arg_arrays[0][:] = 1
+    assert np.isnan(exe.forward(is_train=True)[0].asnumpy()).all()
+
+
+@pytest.mark.lowering
+def test_tile_refuses_negative_and_zero_reps():
+    """MXNet's test_tile: reps (1, 2, -3) and (1, 0, 3) are errors outside numpy shape semantics."""
+    x = ax.sym.Variable("x")
+    for reps in ((1, 2, -3), (1, 0, 3)):
+        with pytest.raises(ax.MXNetError, match="reps"):
+            ax.sym.tile(x, reps=reps).infer_shape(x=(4, 4))

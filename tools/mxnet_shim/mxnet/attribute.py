@@ -1,0 +1,2 @@
+"""mxnet.attribute"""
+from aotexec.attribute import AttrScope  # noqa: F401

@@ -1,0 +1,2 @@
+"""mxnet.name"""
+from aotexec.name import NameManager, Prefix  # noqa: F401

@@ -1,0 +1,20 @@
+"""mx.sym / mx.symbol: aotexec.sym, with MXNet's sub-namespaces."""
+from __future__ import annotations
+
+import aotexec.symbol as _ax_sym
+from aotexec.symbol import *  # noqa: F401,F403
+from aotexec.symbol import Group, Symbol, Variable, load, load_json, var  # noqa: F401
+
+from .._harness import MissingOp, UnsupportedModule
+from . import _internal  # noqa: F401
+
+op = _internal
+for _sub in ("random", "contrib", "linalg", "sparse", "image", "numpy", "np", "npx", "numpy_extension"):
+    globals()[_sub] = UnsupportedModule(f"mx.sym.{_sub}")
+
+
+def __getattr__(name: str):
+    try:
+        return getattr(_ax_sym, name)
+    except AttributeError:
+        raise MissingOp("mxnet.symbol", name) from None
