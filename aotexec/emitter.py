@@ -8,20 +8,13 @@ Rules call the typed helpers (``add``, ``dot_general``, ``reduce``...) and get
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-MLIR_DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "bfloat16": "bf16",
-               "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-               "uint8": "ui8", "uint32": "ui32", "uint64": "ui64", "bool": "i1"}
-
-
-def tensor_type(shape: Sequence[int], dtype) -> str:
-    el = MLIR_DTYPES[np.dtype(dtype).name]
-    return "tensor<" + "".join(f"{d}x" for d in shape) + el + ">"
-
+from .emitter_dims import DynamicDims
+from .mlir_values import MLIR_DTYPES, Value, tensor_type, value_shape  # noqa: F401 (re-exported)
+from .symbolic import Dim, any_dynamic, same_shape, simplify
 
 def mlir_string(text: str) -> str:
     """``text`` as an MLIR string literal body: printable ASCII as is, ``"``, ``\\`` and every
@@ -49,21 +42,6 @@ def _float_literal(v: float, dtype) -> str:
     return r
 
 
-@dataclass(frozen=True)
-class Value:
-    name: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-
-    @property
-    def type(self) -> str:
-        return tensor_type(self.shape, self.dtype)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-
 # how ``Emitter.reduce`` emits reductions: column reductions in row blocks (llvm-cpu), each
 # one stablehlo.reduce (the fallback when a blocked module fails IREE's codegen), or each
 # its own dispatch (Vulkan)
@@ -73,7 +51,7 @@ REDUCTIONS = ("blocks", "whole", "split")
 LAYOUT_OPS = {"stablehlo.transpose", "stablehlo.reverse", "stablehlo.reshape"}
 
 
-class Emitter:
+class Emitter(DynamicDims):
     """Appends generic-form ops to a function body."""
 
     def __init__(self, indent: str = "    ", reductions: str = "blocks", vulkan: bool = False):
@@ -90,6 +68,9 @@ class Emitter:
         self._layout_of_arg: dict[str, list[int]] = {}   # value -> lines of its layout chain from an argument
         self._transposed: dict[str, tuple[Value, tuple[int, ...]]] = {}   # transpose result -> (source, perm)
         self._fenced_view: dict[str, tuple[Value, tuple[int, ...]]] = {}  # value -> (fenced transpose, perm)
+        self._dim_sources: dict[tuple, tuple[Value, int]] = {}   # dynamic dim (polynomial) -> (argument, axis)
+        self._dim_values: dict[tuple, Value] = {}                # dynamic dim -> its tensor<i64>, in the prologue
+        self._dim_index: dict[tuple, str] = {}                   # dynamic dim -> its index value, in the prologue
 
     def body(self) -> list[str]:
         """The function body: the prologue, then the ops in emission order."""
@@ -103,6 +84,7 @@ class Emitter:
     def op(self, name: str, operands: Sequence[Value], shape: Sequence[int], dtype=None,
            attrs: str = "", region: str = "", results: int = 1) -> Value | list[Value]:
         dtype = np.dtype(dtype if dtype is not None else operands[0].dtype)
+        shape = value_shape(shape)
         rtype = tensor_type(shape, dtype)
         base = self.fresh() if results == 1 else self.fresh("m")
         lhs = base if results == 1 else f"{base}:{results}"
@@ -118,13 +100,15 @@ class Emitter:
             if src.startswith("%arg") or src in self._layout_of_arg:
                 self._layout_of_arg[base] = self._layout_of_arg.get(src, []) + [len(self.lines) - 1]
         if results == 1:
-            return Value(base, tuple(int(d) for d in shape), dtype)
-        return [Value(f"{base}#{i}", tuple(int(d) for d in shape), dtype) for i in range(results)]
+            return Value(base, shape, dtype)
+        return [Value(f"{base}#{i}", shape, dtype) for i in range(results)]
 
     # ---- constants -------------------------------------------------------
     def constant(self, value: float | np.ndarray, shape: Sequence[int] = (), dtype="float32") -> Value:
         dtype = np.dtype(dtype)
-        shape = tuple(shape)
+        shape = value_shape(shape)
+        if any_dynamic(shape):      # a splat of a shape known at run time
+            return self.broadcast_in_dim(self.constant(value, (), dtype), shape, ())
         name = self.fresh("c")
         if isinstance(value, np.ndarray) and value.size > 1:
             body = ", ".join(_float_literal(float(x), dtype) for x in value.astype(dtype).ravel())
@@ -200,9 +184,15 @@ class Emitter:
 
     # ---- shapes ----------------------------------------------------------
     def reshape(self, x: Value, shape: Sequence[int]) -> Value:
-        shape = tuple(int(d) for d in shape)
-        if shape == x.shape:
+        shape = value_shape(shape)
+        if same_shape(shape, x.shape):
             return x
+        if any_dynamic(x.shape):
+            known = value_shape(x.shape)      # dims pinned since x was typed: tensor ops want them static
+            if any(isinstance(a, Dim) != isinstance(b, Dim) for a, b in zip(x.shape, known)):
+                x = self.op("tensor.cast", [x], known, x.dtype)
+        if any_dynamic(shape) or any_dynamic(x.shape):
+            return self.dynamic_reshape(x, shape)
         return self.op("stablehlo.reshape", [x], shape, x.dtype)
 
     def transpose(self, x: Value, perm: Sequence[int]) -> Value:
@@ -225,9 +215,17 @@ class Emitter:
         return y
 
     def broadcast_in_dim(self, x: Value, shape: Sequence[int], dims: Sequence[int]) -> Value:
-        shape = tuple(int(d) for d in shape)
-        if shape == x.shape and tuple(dims) == tuple(range(x.ndim)):
+        shape = value_shape(shape)
+        if same_shape(shape, x.shape) and tuple(dims) == tuple(range(x.ndim)):
             return x
+        if any_dynamic(shape):
+            # IREE legalizes only broadcasts that say which dims expand: a dynamic dim is >= 2
+            # (symbolic.SYMBOL_MIN), so it is never a 1 that expands
+            ones = [i for i, d in enumerate(x.shape) if not isinstance(d, Dim) and d == 1]
+            attrs = (f"broadcast_dimensions = {_array(dims)}, known_expanding_dimensions = {_array(ones)}, "
+                     f"known_nonexpanding_dimensions = {_array([i for i in range(x.ndim) if i not in ones])}")
+            return self.op("stablehlo.dynamic_broadcast_in_dim", [x, self.shape_value(shape)], shape, x.dtype,
+                           attrs=attrs)
         return self.op("stablehlo.broadcast_in_dim", [x], shape, x.dtype,
                        attrs=f"broadcast_dimensions = {_array(dims)}")
 
@@ -245,6 +243,10 @@ class Emitter:
     def slice(self, x: Value, start: Sequence[int], limit: Sequence[int], strides: Sequence[int] | None = None) -> Value:
         strides = tuple(strides) if strides else (1,) * x.ndim
         shape = tuple(max(0, -(-(l - s) // st)) for s, l, st in zip(start, limit, strides))
+        if any_dynamic(start) or any_dynamic(limit):
+            shape = tuple(l - s if st == 1 else -(-(l - s) // st) for s, l, st in zip(start, limit, strides))
+            return self.op("stablehlo.real_dynamic_slice", [x, self.shape_value(start), self.shape_value(limit),
+                                                            self.shape_value(strides)], shape, x.dtype)
         return self.op("stablehlo.slice", [x], shape, x.dtype,
                        attrs=f"start_indices = {_array(start)}, limit_indices = {_array(limit)}, "
                              f"strides = {_array(strides)}")
@@ -271,6 +273,10 @@ class Emitter:
                              f"interior_padding = {_array(interior)}")
 
     def iota(self, shape: Sequence[int], dim: int, dtype="int32") -> Value:
+        shape = value_shape(shape)
+        if any_dynamic(shape):
+            return self.op("stablehlo.dynamic_iota", [self.shape_value(shape)], shape, dtype,
+                           attrs=f"iota_dimension = {dim} : i64")
         t = tensor_type(shape, dtype)
         name = self.fresh()
         self.lines.append(f'{self.indent}{name} = "stablehlo.iota"() {{iota_dimension = {dim} : i64}} : () -> {t} loc("{self.loc}")')
@@ -282,6 +288,8 @@ class Emitter:
         (ca, cb), (ba, bb) = contract, batch
         free_a = [i for i in range(a.ndim) if i not in ca and i not in ba]
         free_b = [i for i in range(b.ndim) if i not in cb and i not in bb]
+        if ca and (any_dynamic(a.shape) or any_dynamic(b.shape)) and max(len(ca), len(ba), len(free_a), len(free_b)) > 1:
+            return self.matmul_form(a, b, list(ca), list(cb), list(ba), list(bb), free_a, free_b)
         shape = [a.shape[i] for i in ba] + [a.shape[i] for i in free_a] + [b.shape[i] for i in free_b]
         dims = (f"#stablehlo.dot<lhs_batching_dimensions = [{', '.join(map(str, ba))}], "
                 f"rhs_batching_dimensions = [{', '.join(map(str, bb))}], "
@@ -294,6 +302,13 @@ class Emitter:
                     groups: int = 1, batch_groups: int = 1) -> Value:
         """``stablehlo.convolution`` with dimension numbers ``spec`` (``ops.conv_forms`` picks
         the form a convolution takes)."""
+        # IREE 3.13 legalizes convolutions with dynamic batch and feature dims, not spatial ones
+        lhs, rhs, out = (part.strip("[]").split(", ") for part in spec.replace("->", "x").split("]x["))
+        # (grouped ones, whose legalization reshapes the operands, with static shapes only)
+        grouped = groups != 1 or batch_groups != 1
+        x = self.pin(x, [i for i, c in enumerate(lhs) if c.isdigit() or grouped])
+        w = self.pin(w, [i for i, c in enumerate(rhs) if c.isdigit() or grouped])
+        out_shape = tuple(int(d) if c.isdigit() or grouped else d for d, c in zip(out_shape, out))
         pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
         attrs = (f"dimension_numbers = #stablehlo.conv<{spec}>, window_strides = {_array(stride)}, "
                  f"padding = dense<{pads}> : tensor<{len(stride)}x2xi64>, lhs_dilation = {_array(lhs_dilation)}, "
@@ -302,6 +317,8 @@ class Emitter:
         return self.op("stablehlo.convolution", [x, w], out_shape, x.dtype, attrs=attrs)
 
     def barrier(self, v: Value) -> Value:
+        if any_dynamic(v.shape):    # IREE 3.13 cannot resolve the dims of a dynamic barrier's result
+            return v
         return self.op("stablehlo.optimization_barrier", [v], v.shape, v.dtype)
 
     def after(self, x: Value, dep: Value) -> Value:
@@ -370,7 +387,8 @@ class Emitter:
 
     def _column_chunks(self, x: Value, dims: list[int]) -> int:
         """Row blocks to sum ``x`` over its leading ``dims`` in, 0 for one reduction."""
-        if self.reductions != "blocks" or dims != list(range(len(dims))) or len(dims) == x.ndim:
+        if self.reductions != "blocks" or dims != list(range(len(dims))) or len(dims) == x.ndim \
+                or any_dynamic(x.shape):
             return 0
         rows = int(np.prod(x.shape[:len(dims)]))
         if rows < self.COLUMN_ROWS or rows % self.COLUMN_CHUNKS:
@@ -432,6 +450,8 @@ class Emitter:
     def reduce_window(self, x: Value, kind: str, window: Sequence[int], strides: Sequence[int],
                       pad: Sequence[tuple[int, int]], out_shape: Sequence[int], init: float | None = None) -> Value:
         init_v = self.constant(self._init_value(kind, x.dtype) if init is None else init, (), x.dtype)
+        x = self.pin(x, range(x.ndim))     # IREE 3.13 legalizes reduce_window with static shapes only
+        out_shape = tuple(int(d) for d in out_shape)
         pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
         attrs = (f"window_dimensions = {_array(window)}, window_strides = {_array(strides)}, "
                  f"padding = dense<{pads}> : tensor<{x.ndim}x2xi64>")
@@ -468,7 +488,7 @@ def _nested(arr: np.ndarray, dtype) -> str:
 def unbroadcast(b: Emitter, g: Value, shape: Sequence[int]) -> Value:
     """Sum ``g`` down to ``shape`` (the gradient of a numpy-style broadcast to g.shape)."""
     shape = tuple(shape)
-    if g.shape == shape:
+    if same_shape(g.shape, shape):
         return g
     off = g.ndim - len(shape)
     dims = list(range(off)) + [off + i for i, d in enumerate(shape) if d == 1 and g.shape[off + i] != 1]

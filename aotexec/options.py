@@ -16,6 +16,7 @@ consults ``os.environ``, so a module's cache key is a function of its arguments.
 | ``compile_mode`` | ``AOTEXEC_COMPILE_MODE`` | ``auto`` / ``inprocess`` / ``subprocess`` |
 | ``cache`` | ``AOTEXEC_CACHE`` | compile cache on (default) or off (``0``) |
 | ``cache_dir`` | ``AOTEXEC_CACHE_DIR``, ``XDG_CACHE_HOME`` | compile cache folder |
+| ``shapes`` | ``AOTEXEC_SHAPES`` | ``auto`` (default): a structure's second shape compiles one shape-generic module for all later ones; ``generic`` from the first; ``static``: one module per shape |
 | ``dist_timeout`` | ``AOTEXEC_DIST_TIMEOUT`` | seconds a collective (``aotexec.distributed``) may wait for the other ranks |
 """
 from __future__ import annotations
@@ -37,6 +38,7 @@ WORKER_STACK_BYTES = 4 * DISPATCH_STACK_BYTES
 LAYOUTS = ("nhwc", "nchw")
 MIRROR_POLICIES = ("auto", "none", "mxnet", "dots")
 COMPILE_MODES = ("auto", "inprocess", "subprocess")
+SHAPE_POLICIES = ("auto", "generic", "static")
 _OFF = ("0", "false", "off", "no")
 
 
@@ -51,10 +53,11 @@ class Options:
     cache: bool = True
     cache_dir: Path = Path.home() / ".cache" / "aotexec"
     dist_timeout: float = 60.0
+    shapes: str = "auto"
 
     def __post_init__(self) -> None:
         for name, allowed in (("cpu_driver", CPU_DRIVERS), ("layout", LAYOUTS), ("mirror", MIRROR_POLICIES),
-                              ("compile_mode", COMPILE_MODES)):
+                              ("compile_mode", COMPILE_MODES), ("shapes", SHAPE_POLICIES)):
             if getattr(self, name) not in allowed:
                 raise AotexecError(f"option {name}={getattr(self, name)!r}; expected one of {allowed}")
 
@@ -75,6 +78,7 @@ class Options:
             "cache_dir": Path(env["AOTEXEC_CACHE_DIR"]).expanduser() if env.get("AOTEXEC_CACHE_DIR") else
             (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "aotexec",
             "dist_timeout": _seconds(env.get("AOTEXEC_DIST_TIMEOUT", "60")),
+            "shapes": env.get("AOTEXEC_SHAPES", "auto").strip().lower() or "auto",
         }
         if fields["cpu_driver"] not in CPU_DRIVERS:
             raise AotexecError(f"AOTEXEC_CPU_DRIVER={fields['cpu_driver']!r}; expected one of {CPU_DRIVERS}")

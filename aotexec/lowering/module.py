@@ -60,6 +60,7 @@ class FunctionBuilder:
             else:
                 v = self._value(f"%arg{i}", e, shape)
                 self.params.append(f"%arg{i}: {v.type}")
+                b.register_dims(v)
             self.values[(id(e.node), e.index)] = v
 
     def add_to_args(self, outputs: Sequence[Entry], add_to: Sequence[int], first: int) -> list[Value]:
@@ -70,6 +71,7 @@ class FunctionBuilder:
             v = self._value(f"%arg{first + k}", e, tuple(self.typing.shape_of(e)))
             old.append(v)
             self.params.append(f"{v.name}: {v.type}")
+            self.b.register_dims(v)
         return old
 
     def rng_arg(self) -> Value:

@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..symbolic import Dim
 from .registry import DTypeT, ShapeT
 
 
@@ -56,14 +57,16 @@ def merge(a: ShapeT, b: ShapeT) -> ShapeT:
         if x < 0:
             out.append(y)
         elif y < 0 or x == y:
-            out.append(x)
+            out.append(y if isinstance(x, Dim) and not isinstance(y, Dim) and y >= 0 else x)   # a constant wins
         else:
             raise conflict()
     return tuple(out)
 
 
 def prod(dims: Sequence[int]) -> int:
-    return int(math.prod(dims))
+    """The product, symbolic where a dimension is (``symbolic.Dim``)."""
+    p = math.prod(dims)
+    return p if isinstance(p, Dim) else int(p)
 
 
 def norm_axis(axis: int, ndim: int, op: str = "") -> int:

@@ -112,9 +112,16 @@ def _fixed_point(g: IndexedGraph, values: list, rule_of: Callable[[Node], Any], 
                     for k, (i, a, b) in enumerate(zip(ids, old, new)):
                         m = merge_fn(node, values[i], b)
                         # identity first: np.dtype(...) == None is True (np.dtype(None) is float64)
-                        if (m is None) != (values[i] is None) or (m is not None and m != values[i]):
+                        if (m is None) != (values[i] is None) or (m is not None and _differs(m, values[i])):
                             values[i] = m
                             changed = True
+
+
+def _differs(new, old) -> bool:
+    """A shape that gained a constant where it had a symbolic dimension differs (``symbolic``)."""
+    if isinstance(new, tuple) and isinstance(old, tuple) and len(new) == len(old):
+        return any(type(a) is not type(b) or a != b for a, b in zip(new, old))
+    return new != old
 
 
 def _backward_rule(g: IndexedGraph, node: Node, values: list):

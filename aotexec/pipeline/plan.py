@@ -36,6 +36,15 @@ def training_plan(symbol, typing: Typing, reqs: dict[str, str], mirror: bool | s
     return TrainingPlan(gg, full_typing, residuals(gg, full_typing.graph), heads, wrt, add)
 
 
+def chosen_mirror(symbol, typing: Typing, reqs: dict[str, str], mirror: bool | str) -> str:
+    """The policy ``auto`` picks for these shapes (``none`` or ``dots``), other policies as given."""
+    policy = mirror_policy(mirror)
+    if policy != "auto":
+        return policy
+    plan = training_plan(symbol, typing, reqs, policy)
+    return "dots" if any(n.mirror_of is not None for n in plan.typing.graph.nodes) else "none"
+
+
 def saved_activation_bytes(symbol, typing: Typing, reqs: dict[str, str], mirror: bool | str) -> int:
     """Bytes of the activations forward_train saves for backward (what mirroring reduces)."""
     plan = training_plan(symbol, typing, reqs, mirror)

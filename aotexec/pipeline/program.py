@@ -17,6 +17,7 @@ from ..compiler import CompileError, CompileOptions, compile_mlir, verify_mlir
 from ..options import Options
 from ..passes.infer import Typing
 from ..signature import ProgramSpec
+from . import generic
 from .entry_points import entry_points
 from .plan import TRAIN_MODES
 
@@ -73,8 +74,18 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
         stats["hits"] += 1
         _log.debug("program cache hit %s", key[:16])
         return hit
-    stats["misses"] += 1
     check_target_dtypes(typing, opts.target)
+    if options.cache and generic.eligible(modes, opts, options, monitor):
+        skey = generic.structure_key(symbol.tojson(), shapes, dtypes, modes, opts, reqs if train else None, mirror,
+                                     options.layout)
+        hit = generic.lookup(skey, shapes)
+        if hit is None and generic.wanted(skey, key, options):
+            hit = generic.compile_generic(skey, symbol, typing, modes, opts, options, reqs if train else None, mirror,
+                                          reductions_for(opts),
+                                          lambda build, o: compile_with_fallback(build, reductions_for(o), o, options))
+        if hit is not None:
+            return hit
+    stats["misses"] += 1
     build = functools.partial(entry_points, symbol, typing, modes, reqs, mirror, monitor,
                               channels_last=opts.target == "llvm-cpu" and options.layout == "nhwc",
                               resident=resident, vulkan=opts.target == "vulkan-spirv")
