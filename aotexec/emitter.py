@@ -304,11 +304,13 @@ class Emitter(DynamicDims):
         the form a convolution takes)."""
         # IREE 3.13 legalizes convolutions with dynamic batch and feature dims, not spatial ones
         lhs, rhs, out = (part.strip("[]").split(", ") for part in spec.replace("->", "x").split("]x["))
-        # (grouped ones, whose legalization reshapes the operands, with static shapes only)
-        grouped = groups != 1 or batch_groups != 1
-        x = self.pin(x, [i for i, c in enumerate(lhs) if c.isdigit() or grouped])
-        w = self.pin(w, [i for i, c in enumerate(rhs) if c.isdigit() or grouped])
-        out_shape = tuple(int(d) if c.isdigit() or grouped else d for d, c in zip(out_shape, out))
+        # (grouped ones, whose legalization reshapes the operands, with static shapes only);
+        # only the batch stays dynamic: dynamic channels reach codegen bugs of IREE 3.13 in
+        # training modules ("affine.delinearize_index ... statically non-positive")
+        keep = groups == 1 and batch_groups == 1
+        x = self.pin(x, [i for i, c in enumerate(lhs) if c != "b" or not keep])
+        w = self.pin(w, range(w.ndim))
+        out_shape = tuple(d if c == "b" and keep else int(d) for d, c in zip(out_shape, out))
         pads = "[" + ", ".join(f"[{lo}, {hi}]" for lo, hi in pad) + "]"
         attrs = (f"dimension_numbers = #stablehlo.conv<{spec}>, window_strides = {_array(stride)}, "
                  f"padding = dense<{pads}> : tensor<{len(stride)}x2xi64>, lhs_dilation = {_array(lhs_dilation)}, "

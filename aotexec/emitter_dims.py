@@ -156,8 +156,8 @@ class DynamicDims:
         lhs = group(a, ba, free_a, ca)
         rhs = group(b, bb, cb, free_b)
         nb = 1 if ba else 0
-        fa, fb = (1 if free_a else 0), (1 if free_b else 0)
-        out = self.dot_general(lhs, rhs, contract=([nb + fa], [nb]), batch=([0], [0]) if nb else ((), ()))
+        out = self.dot_general(lhs, rhs, contract=([nb + (1 if free_a else 0)], [nb]),
+                               batch=([0], [0]) if nb else ((), ()))
         shape = [a.shape[i] for i in ba] + [a.shape[i] for i in free_a] + [b.shape[i] for i in free_b]
         return self.reshape(out, tuple(shape))
 

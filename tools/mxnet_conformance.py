@@ -1,7 +1,7 @@
 """Run MXNet 1.9.1's own unit tests against aotexec, through a small ``mxnet`` shim.
 
     python tools/mxnet_conformance.py /tmp/mxnet-tests/tests/python/unittest \
-        [--files test_symbol.py ...] [-k substring] [--timeout 120] [--max-executors 40] \
+        [--files test_symbol.py ...] [-k substring] [--timeout 120] [--max-compiles 40] \
         [--json results.json] [--compare before.json]
 
 The unittest folder is MXNet's ``tests/python/unittest`` at tag 1.9.1 (not part of aotexec:
@@ -11,8 +11,9 @@ first on ``sys.path``: ``import mxnet`` gets aotexec (see its README).
 
 Each file's tests run in a worker process, one at a time; the runner kills a worker whose test
 runs over ``--timeout`` seconds and starts a new one for the rest.  Every bind / simple_bind /
-reshape counts as an executor (each new shape costs a compile); a test that needs more than
-``--max-executors`` stops and is reported as over budget.  The report groups results by cause:
+reshape is an executor; a test that causes more than ``--max-compiles`` compiles (a new shape of a
+structure without a shape-generic program costs one) stops and is reported as over budget.
+The report groups results by cause:
 pass, assertion (a wrong result or behaviour), aotexec error, missing operator, unsupported
 (autograd, gluon, sparse, custom ops...: parts of MXNet aotexec does not have), budget, timeout.
 """
@@ -218,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", nargs="+", default=list(DEFAULT_FILES))
     ap.add_argument("-k", dest="pattern", help="run tests whose name contains this (comma-separated: any of these)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
-    ap.add_argument("--max-executors", type=int, default=40, help="executors (compiles) per test")
+    ap.add_argument("--max-compiles", "--max-executors", dest="max_executors", type=int, default=40,
+                    help="compiles per test")
     ap.add_argument("--seed", type=int, default=42,
                     help="MXNET_TEST_SEED / MXNET_MODULE_SEED, so random shapes repeat between runs")
     ap.add_argument("--python", default=sys.executable)

@@ -13,7 +13,8 @@ import numpy as np
 from ..emitter import Emitter, Value
 from .conv import conv_weight_grad, deconv_data_grad, transposed_conv
 from .conv_forms import windows
-from .nhwc import TO_NHWC, ChannelsLast, LayoutQuery, first_nhwc
+from ..symbolic import any_dynamic
+from .nhwc import TO_NCHW, TO_NHWC, ChannelsLast, LayoutQuery, first_nhwc
 from .params import Shape
 from .registry import define, differentiable, lays_out, lowers
 from .rules import known, prod, same_dtype
@@ -111,6 +112,10 @@ def _pool_counts(x: int, out: int, k: int, s: int, q: int, include_pad: bool):
 @lowers(Pooling)
 def _pool_lower(ctx, p: PoolingParam, x):
     b = ctx.b
+    if any_dynamic(x.shape) and _tiled_pool(p, x.shape):
+        # a shape-generic module (symbolic): IREE 3.13 compiles reduce_window with static shapes only
+        y = b.transpose(tiled_pool(b, p, b.transpose(x, TO_NHWC)), TO_NCHW)
+        return [y] + [None] * (len(ctx.out_shapes) - 1)
     out, in_sp = ctx.out_shapes[0], x.shape[2:]
     kernel, stride, pad = p.window(x.shape)
     window, strides = (1, 1) + tuple(kernel), (1, 1) + tuple(stride)
@@ -284,6 +289,9 @@ def _max_pool_scatter(b, xp, g, kernel, stride):
 def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
     b = ctx.b
     xshape, out = tuple(ctx.fwd_in_shapes[0]), tuple(ctx.fwd_out_shapes[0])
+    if any_dynamic(g.shape) and _tiled_pool(p, xshape):      # as _pool_lower
+        xn = b.transpose(x, TO_NHWC) if p.pool_type == "max" else None
+        return [b.transpose(tiled_pool_grad(b, p, g, False, xn, xshape), TO_NCHW)]
     kernel, stride, pad, used, hi = _pool_geometry(p, xshape, out)
     nd = len(kernel)
     padded = [q + u + h for q, u, h in zip(pad, used, hi)]

@@ -40,6 +40,7 @@ _log = logging.getLogger("aotexec.pipeline")
 # to workgroup distributed contexts": a softmax with its output also returned as a residual)
 GENERIC_FLAGS = ("--iree-dispatch-creation-enable-aggressive-fusion=false",)
 MAX_TRACES = 4
+MAX_PROGRAMS = 8        # per structure: more means its pins (e.g. spatial sizes) vary; compile static
 GENERIC_MODES = {"forward_infer", "forward_train", "backward", "train_step"}
 
 
@@ -91,7 +92,7 @@ def instantiate(spec: ProgramSpec, env: dict[str, int]) -> ProgramSpec:
 def wanted(skey: str, shapes_key: str, options: Options) -> bool:
     """Whether this binding should compile a generic program (``Options.shapes``)."""
     with _lock:
-        if skey in _failed:
+        if skey in _failed or len(_programs.get(skey, ())) >= MAX_PROGRAMS:
             return False
         seen = _static_shapes.setdefault(skey, set())
         if options.shapes == "generic" or (seen and shapes_key not in seen):
@@ -109,7 +110,9 @@ def compile_generic(skey: str, symbol, typing: Typing, modes: Sequence[str], opt
     dtypes = {n.name: typing.node_dtype(n) for n in g.variables()}
     if any(m in TRAIN_MODES for m in modes):
         mirror = chosen_mirror(symbol, typing, reqs or {}, mirror)   # decided on this binding's sizes
-    opts = dataclasses.replace(opts, extra_flags=tuple(opts.extra_flags) + GENERIC_FLAGS)
+    # no data tiling: IREE 3.13's encodings of dynamic matmul operands fail its codegen
+    # ("affine.delinearize_index op no basis element may be statically non-positive")
+    opts = dataclasses.replace(opts, extra_flags=tuple(opts.extra_flags) + GENERIC_FLAGS, data_tiling=False)
     try:
         # trace until what the rules pin is pinned from the start: every value then has its
         # final type where it is defined (a dim pinned half-way would be '?' before, static after)

@@ -57,8 +57,10 @@ def program_key(symbol_json: str, shapes: dict, dtypes: dict, modes: Sequence[st
 def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileOptions,
                     options: Options | None = None, reqs: dict[str, str] | None = None,
                     mirror: str = "none", monitor: str | None = None,
-                    resident: Sequence[str] = ()) -> tuple[bytes, ProgramSpec]:
-    """vmfb bytes + spec for ``symbol`` at the shapes/dtypes of ``typing``."""
+                    resident: Sequence[str] = (), shape_generic: bool = False) -> tuple[bytes, ProgramSpec]:
+    """vmfb bytes + spec for ``symbol`` at the shapes/dtypes of ``typing``; ``shape_generic``:
+    may be a program shared by other shapes (``pipeline.generic``: executors, not artifacts,
+    whose manifests describe static modules)."""
     options = options or Options()
     g = typing.graph
     shapes = {n.name: typing.node_shape(n) for n in g.variables()}
@@ -75,7 +77,7 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
         _log.debug("program cache hit %s", key[:16])
         return hit
     check_target_dtypes(typing, opts.target)
-    if options.cache and generic.eligible(modes, opts, options, monitor):
+    if shape_generic and options.cache and generic.eligible(modes, opts, options, monitor):
         skey = generic.structure_key(symbol.tojson(), shapes, dtypes, modes, opts, reqs if train else None, mirror,
                                      options.layout)
         hit = generic.lookup(skey, shapes)

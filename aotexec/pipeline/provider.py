@@ -33,7 +33,7 @@ class CompileProvider:
         # the traced build keeps MXNet's node sequence: no mirror nodes in the monitor's view
         vmfb, spec = _program.compile_program(symbol, typing, modes, opts, self.options, reqs=reqs,
                                               mirror="none" if monitor else self.options.mirror,
-                                              monitor=monitor, resident=resident)
+                                              monitor=monitor, resident=resident, shape_generic=True)
         return Program(ctx, vmfb, spec, traced=monitor is not None)
 
     def debug_str(self, symbol, typing: Typing, wrt: list[str]) -> str:

@@ -234,7 +234,10 @@ class Device:
                 raise out_of_memory(self.context, nbytes, f"a {tuple(shape)} {dt.name} array") from None
             raise
         view = rt.HalBufferView(buf, shape, to_hal(dt))
-        if fill is not None and nbytes:
+        if fill is not None and nbytes and self._mappable(buf):
+            # host-visible (CPU): fill through the mapping, no queue round trip (~1 ms each)
+            self._map_bytes(buf)[:nbytes].view(dt)[:] = fill
+        elif fill is not None and nbytes:
             pattern = np.array(fill, dtype=dt).tobytes()
             if pattern.count(pattern[:1]) == len(pattern):
                 pattern = pattern[:1]  # e.g. zeros of any width: a 1-byte fill

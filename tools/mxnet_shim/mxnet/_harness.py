@@ -28,22 +28,29 @@ class MissingOp(AttributeError):
 
 
 class BudgetExceeded(BaseException):
-    """More executors than --max-executors: each new shape costs a compile.  A BaseException
-    so the test's own ``except Exception`` does not swallow it."""
+    """More compiles than --max-compiles (a new shape of a structure without a shape-generic
+    program costs a compile).  A BaseException so the test's own ``except Exception`` does not
+    swallow it."""
 
 
-STATE = {"executors": 0, "max": None, "over": False}
+STATE = {"executors": 0, "max": None, "over": False, "base": 0}
 
 
-def reset(max_executors: int | None) -> None:
-    STATE.update(executors=0, max=max_executors, over=False)
+def _compiles() -> int:
+    from aotexec.pipeline import generic, program
+    return program.stats["misses"] + generic.stats["compiles"]
+
+
+def reset(max_compiles: int | None) -> None:
+    STATE.update(executors=0, max=max_compiles, over=False, base=_compiles())
 
 
 def count_executor() -> None:
+    """At each bind: the compiles the test has caused so far (they happen at first forward)."""
     STATE["executors"] += 1
-    if STATE["max"] is not None and STATE["executors"] > STATE["max"]:
+    if STATE["max"] is not None and _compiles() - STATE["base"] > STATE["max"]:
         STATE["over"] = True
-        raise BudgetExceeded(f"more than {STATE['max']} executors")
+        raise BudgetExceeded(f"more than {STATE['max']} compiles ({STATE['executors']} executors)")
 
 
 def _counted(method):
