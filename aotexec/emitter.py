@@ -14,7 +14,7 @@ import numpy as np
 
 from .emitter_dims import DynamicDims
 from .mlir_values import MLIR_DTYPES, Value, tensor_type, value_shape  # noqa: F401 (re-exported)
-from .symbolic import Dim, any_dynamic, same_shape, simplify
+from .symbolic import Dim, any_dynamic, same_shape
 
 def mlir_string(text: str) -> str:
     """``text`` as an MLIR string literal body: printable ASCII as is, ``"``, ``\\`` and every
@@ -244,7 +244,7 @@ class Emitter(DynamicDims):
         strides = tuple(strides) if strides else (1,) * x.ndim
         shape = tuple(max(0, -(-(l - s) // st)) for s, l, st in zip(start, limit, strides))
         if any_dynamic(start) or any_dynamic(limit):
-            shape = tuple(l - s if st == 1 else -(-(l - s) // st) for s, l, st in zip(start, limit, strides))
+            shape = tuple(l - s if st == 1 else (l - s + st - 1) // st for s, l, st in zip(start, limit, strides))
             return self.op("stablehlo.real_dynamic_slice", [x, self.shape_value(start), self.shape_value(limit),
                                                             self.shape_value(strides)], shape, x.dtype)
         return self.op("stablehlo.slice", [x], shape, x.dtype,

@@ -78,8 +78,10 @@ class DynamicDims:
             atom = poly[0][0][0]
             if isinstance(atom, str):
                 raise Unsupported(f"no argument of the function has a dimension {atom}")
-            _, inner, k = atom
-            v = self.div(self._poly_value(inner), self.constant(k, (), "int64"))
+            _, inner, k = atom          # floor division (stablehlo.divide truncates toward zero)
+            num, den = self._poly_value(inner), self.constant(k, (), "int64")
+            q = self.div(num, den)
+            v = self.select(self.compare(self.rem(num, den), 0, "LT"), self.sub(q, 1), q)
         else:
             v = None
             for m, c in poly:

@@ -120,3 +120,26 @@ def test_static_policy_compiles_per_shape(monkeypatch):
         np.testing.assert_allclose(ex.forward(gen_static_x=a)[0].asnumpy(), np.tanh(a) * 3, rtol=1e-5, atol=1e-6)
     misses, compiles, _ = (a - b for a, b in zip(counts(), before))
     assert (misses, compiles) == (3, 0)
+
+
+def max_pool_3x3_s2_p1(x):
+    """numpy reference of MXNet's Pooling(kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type='max')."""
+    n, c, h, w = x.shape
+    oh, ow = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    return np.stack([xp[:, :, i:i + 2 * oh - 1:2, j:j + 2 * ow - 1:2] for i in range(3) for j in range(3)]).max(0)
+
+
+def test_overlapping_max_pool_sizes_come_from_the_shapes_at_run_time(monkeypatch):
+    """Output sizes are floor divisions of the input's (computed in the module, not traced).
+    Odd sizes only: whether the last window overhangs the input is a guard (parity)."""
+    monkeypatch.setenv("AOTEXEC_SHAPES", "generic")
+    sym = S.Pooling(S.Variable("gpool_x"), kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max")
+    rng = np.random.default_rng(4)
+    before = counts()
+    for shape in [(2, 3, 7, 5), (3, 2, 9, 11), (2, 4, 5, 7), (5, 3, 11, 9)]:
+        x = rng.standard_normal(shape).astype("f4")
+        out = sym.simple_bind(ax.cpu(), gpool_x=shape).forward(gpool_x=x)[0].asnumpy()
+        np.testing.assert_array_equal(out, max_pool_3x3_s2_p1(x))
+    misses, compiles, hits = (a - b for a, b in zip(counts(), before))
+    assert (misses, compiles, hits) == (0, 1, 3)

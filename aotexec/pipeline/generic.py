@@ -29,8 +29,8 @@ import numpy as np
 from ..compiler import CompileError, CompileOptions
 from ..options import Options
 from ..passes.infer import Typing, infer
-from ..signature import EntryPoint, Port, ProgramSpec
-from ..symbolic import Trace, Unsupported, binding_env, concrete, shape_pattern, symbolic_shape, tracing
+from ..signature import Port, ProgramSpec
+from ..symbolic import Trace, binding_env, concrete, shape_pattern, symbolic_shape, tracing
 from .entry_points import entry_points
 from .plan import TRAIN_MODES, chosen_mirror
 
@@ -101,8 +101,9 @@ def wanted(skey: str, shapes_key: str, options: Options) -> bool:
         return False
 
 
-def compile_generic(skey: str, symbol, typing: Typing, modes: Sequence[str], opts: CompileOptions,
-                    options: Options, reqs: dict | None, mirror: str, reductions: str, compile_fn) -> tuple[bytes, ProgramSpec] | None:
+def compile_generic(skey: str, symbol, typing: Typing, modes: Sequence[str], opts: CompileOptions, options: Options,
+                    reqs: dict | None, mirror: str, reductions: str,
+                    compile_fn) -> tuple[bytes, ProgramSpec] | None:
     """Trace ``symbol`` with symbolic shapes and compile it (``compile_fn(build, opts)``: the
     pipeline's compile with fallbacks); None when it cannot be made generic."""
     g = typing.graph
@@ -139,14 +140,15 @@ def compile_generic(skey: str, symbol, typing: Typing, modes: Sequence[str], opt
     env = binding_env(shapes)
     if not trace.holds(env):
         return _unsupported(skey, "its guards reject the binding it was traced with")
-    if set(env) - {k for k, v in env.items() if v < 2} <= {k for k, v in trace.pinned.items() if isinstance(v, int)}:
+    symbols = {k for k, v in env.items() if v >= 2}
+    if symbols <= {k for k, v in trace.pinned.items() if isinstance(v, int)}:
         _unsupported(skey, "every dimension was pinned")   # as static as a static module: compile those
         return vmfb, instantiate(spec, env)
     with _lock:
         _programs.setdefault(skey, []).append(gp)
     stats["compiles"] += 1
     _log.info("compiled a shape-generic program (%d guards)", len(trace.guards))
-    return vmfb, instantiate(spec, binding_env(shapes))
+    return vmfb, instantiate(spec, env)
 
 
 def _unsupported(skey: str, why: str) -> None:
