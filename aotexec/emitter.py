@@ -105,8 +105,12 @@ class Emitter(DynamicDims):
 
     # ---- constants -------------------------------------------------------
     def constant(self, value: float | np.ndarray, shape: Sequence[int] = (), dtype="float32") -> Value:
+        """``value`` may be a dynamic dimension (an element count of a shape-generic module)."""
         dtype = np.dtype(dtype)
         shape = value_shape(shape)
+        if isinstance(value, Dim):
+            scalar = self.convert(self.dim_value(value), dtype)
+            return self.broadcast_in_dim(scalar, shape, ()) if shape else scalar
         if any_dynamic(shape):      # a splat of a shape known at run time
             return self.broadcast_in_dim(self.constant(value, (), dtype), shape, ())
         name = self.fresh("c")
@@ -288,8 +292,13 @@ class Emitter(DynamicDims):
         (ca, cb), (ba, bb) = contract, batch
         free_a = [i for i in range(a.ndim) if i not in ca and i not in ba]
         free_b = [i for i in range(b.ndim) if i not in cb and i not in bb]
-        if ca and (any_dynamic(a.shape) or any_dynamic(b.shape)) and max(len(ca), len(ba), len(free_a), len(free_b)) > 1:
-            return self.matmul_form(a, b, list(ca), list(cb), list(ba), list(bb), free_a, free_b)
+        if any_dynamic(a.shape) or any_dynamic(b.shape):
+            unit = [d for d in [*(a.shape[i] for i in [*ca, *free_a]), *(b.shape[i] for i in free_b)]
+                    if not isinstance(d, Dim) and d == 1]
+            if unit or not ca:
+                return self.dot_by_reduce(a, b, list(ca), list(cb), list(ba), list(bb), free_a, free_b)
+            if max(len(ca), len(ba), len(free_a), len(free_b)) > 1:
+                return self.matmul_form(a, b, list(ca), list(cb), list(ba), list(bb), free_a, free_b)
         shape = [a.shape[i] for i in ba] + [a.shape[i] for i in free_a] + [b.shape[i] for i in free_b]
         dims = (f"#stablehlo.dot<lhs_batching_dimensions = [{', '.join(map(str, ba))}], "
                 f"rhs_batching_dimensions = [{', '.join(map(str, bb))}], "

@@ -163,6 +163,22 @@ class DynamicDims:
         shape = [a.shape[i] for i in ba] + [a.shape[i] for i in free_a] + [b.shape[i] for i in free_b]
         return self.reshape(out, tuple(shape))
 
+    def dot_by_reduce(self, a: Value, b: Value, ca: list, cb: list, ba: list, bb: list, free_a: list,
+                      free_b: list) -> Value:
+        """A dot_general with dynamic dims and a unit dim as a broadcast product summed over
+        the contracting dims: IREE 3.13 rewrites such dot_generals (matrix-vector and outer
+        products) with reshapes to dynamic types it then rejects."""
+        nb, nfa, nk = len(ba), len(free_a), len(ca)
+        full = tuple([a.shape[i] for i in ba] + [a.shape[i] for i in free_a] + [a.shape[i] for i in ca]
+                     + [b.shape[i] for i in free_b])
+        lhs = self.transpose(a, ba + free_a + ca)
+        rhs = self.transpose(b, bb + cb + free_b)
+        kdims = list(range(nb + nfa, nb + nfa + nk))
+        prod = self.mul(self.broadcast_in_dim(lhs, full, list(range(nb + nfa + nk))),
+                        self.broadcast_in_dim(rhs, full, list(range(nb)) + kdims +
+                                              list(range(nb + nfa + nk, len(full)))))
+        return self.reduce(prod, kdims, "add")
+
     def pin(self, x: Value, axes: Sequence[int]) -> Value:
         """``x`` with its dynamic dimensions at ``axes`` fixed to the traced binding's values
         (guards, ``symbolic``): for ops IREE compiles only with those static."""

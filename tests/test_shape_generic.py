@@ -143,3 +143,28 @@ def test_overlapping_max_pool_sizes_come_from_the_shapes_at_run_time(monkeypatch
         np.testing.assert_array_equal(out, max_pool_3x3_s2_p1(x))
     misses, compiles, hits = (a - b for a, b in zip(counts(), before))
     assert (misses, compiles, hits) == (0, 1, 3)
+
+
+def test_unit_dims_take_their_own_generic_programs(monkeypatch):
+    """A batch or feature size of 1 is static in a program (0/1 are never symbolic): one program
+    per pattern; their matrix-vector products are summed broadcast products (IREE 3.13 rejects
+    its own rewrite of such dot_generals with dynamic dims)."""
+    monkeypatch.setenv("AOTEXEC_SHAPES", "generic")
+    sym = mlp(4, "gen_unit")
+    rng = np.random.default_rng(5)
+    before = counts()
+    for n, f in [(1, 3), (1, 6), (5, 1), (2, 1)]:
+        ex = sym.simple_bind(ax.cpu(), data=(n, f), grad_req="write")
+        x = rng.standard_normal((n, f)).astype("f4")
+        w = rng.standard_normal((4, f)).astype("f4")
+        b = rng.standard_normal(4).astype("f4")
+        label = rng.integers(0, 4, n).astype("f4")
+        out = ex.forward(is_train=True, data=x, gen_unit_fc_weight=w, gen_unit_fc_bias=b, gen_unit_sm_label=label)
+        ex.backward()
+        h = x @ w.T + b
+        np.testing.assert_allclose(out[0].asnumpy(), softmax(np.maximum(h, 0)), rtol=1e-5, atol=1e-6)
+        g = (softmax(np.maximum(h, 0)) - np.eye(4)[label.astype(int)]) * (h > 0)
+        np.testing.assert_allclose(ex.grad_dict["gen_unit_fc_weight"].asnumpy(), g.T @ x, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(ex.grad_dict["data"].asnumpy(), g @ w, rtol=1e-4, atol=1e-5)
+    misses, compiles, hits = (a - b for a, b in zip(counts(), before))
+    assert (misses, compiles, hits) == (0, 2, 2)

@@ -53,7 +53,7 @@ def batch_norm_stats(b, x, axis: int):
     """Batch mean and biased variance over all axes but ``axis`` (also what the moving
     averages are updated with)."""
     others = [i for i in range(x.ndim) if i != axis]
-    n = float(prod(x.shape[i] for i in others))
+    n = prod(x.shape[i] for i in others)
     mean = b.div(b.reduce(x, others), n)
     xc = b.sub(x, b.broadcast_in_dim(mean, x.shape, [axis]))
     return mean, b.div(b.reduce(b.mul(xc, xc), others), n)
@@ -97,7 +97,7 @@ def _batch_norm_grad(ctx, p: BatchNormParam, g, x, gamma, moving_mean, moving_va
     b = ctx.b
     axis = p.axis % x.ndim
     others = [i for i in range(x.ndim) if i != axis]
-    n = float(prod(x.shape[i] for i in others))
+    n = prod(x.shape[i] for i in others)
     bc = lambda v: b.broadcast_in_dim(v, x.shape, [axis])  # noqa: E731
     xc = b.sub(x, bc(mean))
     xhat = b.mul(xc, bc(inv_std))
@@ -232,7 +232,7 @@ def _others(ndim: int, axes) -> list[int]:
 
 def _moments(b, x, axes: list[int]):
     """(x - mean, mean, biased variance); the statistics have x's shape without ``axes``."""
-    n = float(prod(x.shape[i] for i in axes))
+    n = prod(x.shape[i] for i in axes)
     mean = b.div(b.reduce(x, axes), n)
     xc = b.sub(x, b.broadcast_in_dim(mean, x.shape, _others(x.ndim, axes)))
     return xc, mean, b.div(b.reduce(b.mul(xc, xc), axes), n)
@@ -242,7 +242,7 @@ def _moments_input_grad(b, x, gh, mean, inv_std, axes: list[int]):
     """dx = inv_std (gh - mean(gh) - xhat mean(gh xhat)) for y = xhat (gh: the gradient of xhat),
     and xhat, over ``axes`` (stats shaped like x without them)."""
     keep = _others(x.ndim, axes)
-    n = float(prod(x.shape[i] for i in axes))
+    n = prod(x.shape[i] for i in axes)
     bc = lambda v: b.broadcast_in_dim(v, x.shape, keep)  # noqa: E731
     xhat = b.mul(b.sub(x, bc(mean)), bc(inv_std))
     m1 = b.div(b.reduce(gh, axes), n)

@@ -68,7 +68,7 @@ def _reduce_rule(pre, kind: str, mean: bool):
         axes = p.axes(x.ndim)
         y = b.reduce(pre(b, x) if pre else x, axes, kind)
         if mean:
-            y = b.div(y, float(prod([x.shape[a] for a in axes])))
+            y = b.div(y, prod([x.shape[a] for a in axes]))
         return b.reshape(y, ctx.out_shapes[0])  # keepdims / the (1,) of a full reduction
     return rule
 
@@ -81,7 +81,7 @@ def _reduce_grad(fn, reads, mean: bool):
         y = _expand(b, vals[-1], shape, axes) if "out0" in reads else None
         gx = fn(b, _expand(b, g, shape, axes), x, y)
         if mean:
-            gx = b.div(gx, float(prod([shape[a] for a in axes])))
+            gx = b.div(gx, prod([shape[a] for a in axes]))
         return [gx]
     return rule
 
@@ -235,7 +235,7 @@ moments = define("moments", params=MomentsParam, outputs=["output0", "output1"],
 def _moments_lower(ctx, p: MomentsParam, x):
     b = ctx.b
     axes = p.reduced(x.ndim)
-    n = float(prod(x.shape[a] for a in axes))
+    n = prod(x.shape[a] for a in axes)
     mean = b.div(b.reduce(x, axes, "add"), n)
     d = b.sub(x, _expand(b, mean, x.shape, axes))
     var = b.div(b.reduce(b.mul(d, d), axes, "add"), n)
@@ -247,7 +247,7 @@ def _moments_grad(ctx, p: MomentsParam, g_mean, g_var, x, mean):
     """(g_mean + 2 g_var (x - mean)) / n."""
     b = ctx.b
     axes = p.reduced(x.ndim)
-    n = float(prod(x.shape[a] for a in axes))
+    n = prod(x.shape[a] for a in axes)
     up = lambda v: _expand(b, v, x.shape, axes)  # noqa: E731
     return [b.div(b.add(up(g_mean), b.mul(b.mul(up(g_var), b.sub(x, up(mean))), 2.0)), n)]
 
