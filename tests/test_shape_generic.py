@@ -43,25 +43,32 @@ def test_second_shape_compiles_one_module_for_all_later_shapes(monkeypatch):
     assert hits == len(shapes) - 2
 
 
+def check_mlp_step(sym, prefix: str, hidden: int, n: int, f: int, rng) -> None:
+    """One training step of ``mlp(hidden, prefix)`` at data (n, f) against numpy."""
+    ex = sym.simple_bind(ax.cpu(), data=(n, f), grad_req="write")
+    x = rng.standard_normal((n, f)).astype("f4")
+    w = rng.standard_normal((hidden, f)).astype("f4")
+    b = rng.standard_normal(hidden).astype("f4")
+    label = rng.integers(0, hidden, n).astype("f4")
+    out = ex.forward(is_train=True, data=x, **{f"{prefix}_fc_weight": w, f"{prefix}_fc_bias": b,
+                                               f"{prefix}_sm_label": label})
+    ex.backward()
+    h = x @ w.T + b
+    np.testing.assert_allclose(out[0].asnumpy(), softmax(np.maximum(h, 0)), rtol=1e-5, atol=1e-6)
+    g = (softmax(np.maximum(h, 0)) - np.eye(hidden)[label.astype(int)]) * (h > 0)
+    grads = {k: v.asnumpy() for k, v in ex.grad_dict.items()}
+    np.testing.assert_allclose(grads[f"{prefix}_fc_weight"], g.T @ x, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(grads[f"{prefix}_fc_bias"], g.sum(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(grads["data"], g @ w, rtol=1e-4, atol=1e-5)
+
+
 def test_generic_training_gradients_match_numpy(monkeypatch):
     monkeypatch.setenv("AOTEXEC_SHAPES", "generic")
     sym = mlp(5, "gen_train")
     rng = np.random.default_rng(1)
     before = counts()
     for n, f in [(4, 3), (7, 9), (2, 2), (6, 5)]:
-        ex = sym.simple_bind(ax.cpu(), data=(n, f), grad_req="write")
-        x = rng.standard_normal((n, f)).astype("f4")
-        w = rng.standard_normal((5, f)).astype("f4")
-        b = rng.standard_normal(5).astype("f4")
-        label = rng.integers(0, 5, n).astype("f4")
-        ex.forward(is_train=True, data=x, gen_train_fc_weight=w, gen_train_fc_bias=b, gen_train_sm_label=label)
-        ex.backward()
-        h = x @ w.T + b
-        g = (softmax(np.maximum(h, 0)) - np.eye(5)[label.astype(int)]) * (h > 0)
-        grads = {k: v.asnumpy() for k, v in ex.grad_dict.items()}
-        np.testing.assert_allclose(grads["gen_train_fc_weight"], g.T @ x, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(grads["gen_train_fc_bias"], g.sum(0), rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(grads["data"], g @ w, rtol=1e-4, atol=1e-5)
+        check_mlp_step(sym, "gen_train", 5, n, f, rng)
     misses, compiles, _ = (a - b for a, b in zip(counts(), before))
     assert (misses, compiles) == (0, 1)
 
@@ -154,17 +161,6 @@ def test_unit_dims_take_their_own_generic_programs(monkeypatch):
     rng = np.random.default_rng(5)
     before = counts()
     for n, f in [(1, 3), (1, 6), (5, 1), (2, 1)]:
-        ex = sym.simple_bind(ax.cpu(), data=(n, f), grad_req="write")
-        x = rng.standard_normal((n, f)).astype("f4")
-        w = rng.standard_normal((4, f)).astype("f4")
-        b = rng.standard_normal(4).astype("f4")
-        label = rng.integers(0, 4, n).astype("f4")
-        out = ex.forward(is_train=True, data=x, gen_unit_fc_weight=w, gen_unit_fc_bias=b, gen_unit_sm_label=label)
-        ex.backward()
-        h = x @ w.T + b
-        np.testing.assert_allclose(out[0].asnumpy(), softmax(np.maximum(h, 0)), rtol=1e-5, atol=1e-6)
-        g = (softmax(np.maximum(h, 0)) - np.eye(4)[label.astype(int)]) * (h > 0)
-        np.testing.assert_allclose(ex.grad_dict["gen_unit_fc_weight"].asnumpy(), g.T @ x, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(ex.grad_dict["data"].asnumpy(), g @ w, rtol=1e-4, atol=1e-5)
+        check_mlp_step(sym, "gen_unit", 4, n, f, rng)
     misses, compiles, hits = (a - b for a, b in zip(counts(), before))
     assert (misses, compiles, hits) == (0, 2, 2)

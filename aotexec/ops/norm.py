@@ -39,14 +39,18 @@ def _bn_shape(p: BatchNormParam, ins, outs):
     return [data, c, c, c, c], [data, c, c]
 
 
-BatchNorm = define(
-    "BatchNorm", params=BatchNormParam,
-    inputs=["data", "gamma", "beta", "moving_mean", "moving_var"],
-    aux=["moving_mean", "moving_var"], outputs=["output", "mean", "var"],
-    num_visible=lambda p: 3 if p.output_mean_var else 1,
-    aux_init={"moving_mean": '["zero", {}]', "moving_var": '["one", {}]'},
-    infer_shape=_bn_shape, infer_type=same_dtype, train_mode=True, mirror_kept=True,
-    inference_params=lambda p: dataclasses.replace(p, use_global_stats=True))
+def _define_batch_norm(name: str, params: type):
+    return define(
+        name, params=params,
+        inputs=["data", "gamma", "beta", "moving_mean", "moving_var"],
+        aux=["moving_mean", "moving_var"], outputs=["output", "mean", "var"],
+        num_visible=lambda p: 3 if p.output_mean_var else 1,
+        aux_init={"moving_mean": '["zero", {}]', "moving_var": '["one", {}]'},
+        infer_shape=_bn_shape, infer_type=same_dtype, train_mode=True, mirror_kept=True,
+        inference_params=lambda p: dataclasses.replace(p, use_global_stats=True))
+
+
+BatchNorm = _define_batch_norm("BatchNorm", BatchNormParam)
 
 
 def batch_norm_stats(b, x, axis: int):
@@ -145,14 +149,7 @@ class BatchNormV1Param(BatchNormParam):
     pass
 
 
-BatchNorm_v1 = define(
-    "BatchNorm_v1", params=BatchNormV1Param,
-    inputs=["data", "gamma", "beta", "moving_mean", "moving_var"],
-    aux=["moving_mean", "moving_var"], outputs=["output", "mean", "var"],
-    num_visible=lambda p: 3 if p.output_mean_var else 1,
-    aux_init={"moving_mean": '["zero", {}]', "moving_var": '["one", {}]'},
-    infer_shape=_bn_shape, infer_type=same_dtype, train_mode=True, mirror_kept=True,
-    inference_params=lambda p: dataclasses.replace(p, use_global_stats=True))
+BatchNorm_v1 = _define_batch_norm("BatchNorm_v1", BatchNormV1Param)
 
 
 def _variance(b, p: BatchNormParam, inv_std):
