@@ -223,8 +223,8 @@ class Emitter(DynamicDims):
         if same_shape(shape, x.shape) and tuple(dims) == tuple(range(x.ndim)):
             return x
         if any_dynamic(shape):
-            # IREE legalizes only broadcasts that say which dims expand: a dynamic dim is >= 2
-            # (symbolic.SYMBOL_MIN), so it is never a 1 that expands
+            # IREE legalizes only broadcasts that say which dims expand: a dynamic dim maps to an
+            # equal one (a rule that broadcast a 1 asked, and the guard pinned it to 1)
             ones = [i for i, d in enumerate(x.shape) if not isinstance(d, Dim) and d == 1]
             attrs = (f"broadcast_dimensions = {_array(dims)}, known_expanding_dimensions = {_array(ones)}, "
                      f"known_nonexpanding_dimensions = {_array([i for i in range(x.ndim) if i not in ones])}")

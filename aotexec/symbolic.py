@@ -11,8 +11,10 @@ branch, ``int()``, formatting it into MLIR text) is answered from the hint and r
 types a dynamic dimension ``?`` and computes its runtime value from the function arguments'
 shapes (``Emitter.dim_value``).
 
-Dimensions of 0 and 1 are never symbolic (broadcasting and empty arrays branch on them), so
-every symbol is at least 2; comparisons that bound decides record no guard.
+Dimensions of 0 are never symbolic (empty arrays are special everywhere), so every symbol is
+at least 1; comparisons that bound decides record no guard.  A rule that asks whether a
+dimension is 1 (broadcasting) records that as a guard: a size of 1 then takes a program of
+its own only where it matters.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from typing import Any, Iterable, Sequence
 # a polynomial: sorted ((monomial, coefficient), ...); a monomial is a sorted tuple of atoms;
 # an atom is a symbol name (str) or ("//", polynomial, divisor)
 Poly = tuple
-SYMBOL_MIN = 2
+SYMBOL_MIN = 1
 
 _OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
         ">": operator.gt, ">=": operator.ge}
@@ -137,7 +139,7 @@ def _atom_min(a: Any) -> int | None:
 
 
 def lower_bound(p: Poly) -> int | None:
-    """A lower bound of ``p`` over every binding (symbols >= 2), or None when unknown."""
+    """A lower bound of ``p`` over every binding (symbols >= 1), or None when unknown."""
     total = 0
     for m, c in p:
         if m == ():
@@ -369,7 +371,7 @@ def concrete(d: Any, env: dict[str, int]) -> int:
 
 
 def symbolic_shape(name: str, shape: Sequence[int], pins: dict[str, "int | str"] | None = None) -> tuple:
-    """A variable's shape with its dimensions symbolic (``<name>:<axis>``), 0 and 1 kept, and
+    """A variable's shape with its dimensions symbolic (``<name>:<axis>``), 0 kept, and
     ``pins`` (``Trace.pinned``) applied: a pinned dim is its value, an aliased one the other symbol."""
     pins = pins or {}
     out = []
@@ -387,5 +389,5 @@ def binding_env(shapes: dict[str, Sequence[int]]) -> dict[str, int]:
 
 
 def shape_pattern(shapes: dict[str, Sequence[int]]) -> list:
-    """What a shape-generic module is specialized on: each variable's rank and its 0/1 dims."""
+    """What a shape-generic module is specialized on: each variable's rank and its empty dims."""
     return sorted((n, [int(d) if int(d) < SYMBOL_MIN else -1 for d in s]) for n, s in shapes.items())

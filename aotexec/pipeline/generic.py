@@ -2,7 +2,7 @@
 by every binding whose shapes satisfy the guards its trace recorded (``aotexec.symbolic``).
 
 Keyed by what shapes the code except the shapes themselves: the symbol, dtypes, modes,
-target, grad_req, recomputation policy, layout, and each variable's rank and 0/1 dimensions
+target, grad_req, recomputation policy, layout, and each variable's rank and empty dimensions
 (``symbolic.shape_pattern``).  A binding then costs a guard check and filling in its port
 shapes: no lowering, no compile.
 
@@ -30,7 +30,7 @@ from ..compiler import CompileError, CompileOptions
 from ..options import Options
 from ..passes.infer import Typing, infer
 from ..signature import Port, ProgramSpec
-from ..symbolic import Trace, binding_env, concrete, shape_pattern, symbolic_shape, tracing
+from ..symbolic import SYMBOL_MIN, Trace, binding_env, concrete, shape_pattern, symbolic_shape, tracing
 from .entry_points import entry_points
 from .plan import TRAIN_MODES, chosen_mirror
 
@@ -140,7 +140,7 @@ def compile_generic(skey: str, symbol, typing: Typing, modes: Sequence[str], opt
     env = binding_env(shapes)
     if not trace.holds(env):
         return _unsupported(skey, "its guards reject the binding it was traced with")
-    symbols = {k for k, v in env.items() if v >= 2}
+    symbols = {k for k, v in env.items() if v >= SYMBOL_MIN}
     if symbols <= {k for k, v in trace.pinned.items() if isinstance(v, int)}:
         _unsupported(skey, "every dimension was pinned")   # as static as a static module: compile those
         return vmfb, instantiate(spec, env)
