@@ -3,7 +3,6 @@
 Compiles with the real IREE compiler; references are numpy.  Each test uses a structure of its
 own (the program memo is process-wide), and counts compiles through the pipeline's stats."""
 import numpy as np
-import pytest
 
 import aotexec as ax
 from aotexec.pipeline import generic, program
@@ -13,6 +12,11 @@ S = ax.sym
 
 def counts():
     return program.stats["misses"], generic.stats["compiles"], generic.stats["hits"]
+
+
+def since(before):
+    """(static compiles, generic compiles, generic hits) since ``before = counts()``."""
+    return tuple(a - b for a, b in zip(counts(), before))
 
 
 def softmax(z):
@@ -38,7 +42,7 @@ def test_second_shape_compiles_one_module_for_all_later_shapes(monkeypatch):
         b = rng.standard_normal(6).astype("f4")
         out = ex.forward(data=x, gen_auto_fc_weight=w, gen_auto_fc_bias=b)[0].asnumpy()
         np.testing.assert_allclose(out, softmax(np.maximum(x @ w.T + b, 0)), rtol=1e-5, atol=1e-6)
-    misses, compiles, hits = (a - b for a, b in zip(counts(), before))
+    misses, compiles, hits = since(before)
     assert (misses, compiles) == (1, 1)      # the first shape static, the second generic
     assert hits == len(shapes) - 2
 
@@ -69,7 +73,7 @@ def test_generic_training_gradients_match_numpy(monkeypatch):
     before = counts()
     for n, f in [(4, 3), (7, 9), (2, 2), (6, 5)]:
         check_mlp_step(sym, "gen_train", 5, n, f, rng)
-    misses, compiles, _ = (a - b for a, b in zip(counts(), before))
+    misses, compiles, _ = since(before)
     assert (misses, compiles) == (0, 1)
 
 
@@ -87,7 +91,7 @@ def test_reshape_to_an_uncompiled_shape_costs_no_compile(monkeypatch):
         a, b = rng.standard_normal((n, m)).astype("f4"), rng.standard_normal((n, k)).astype("f4")
         out = new.forward(x=a, y=b)[0].asnumpy()
         np.testing.assert_allclose(out, np.exp(a) * 2 + b.sum(1, keepdims=True), rtol=1e-5, atol=1e-5)
-    misses, compiles, hits = (a - b for a, b in zip(counts(), before))
+    misses, compiles, hits = since(before)
     assert (misses, compiles, hits) == (0, 0, 3)
 
 
@@ -113,7 +117,7 @@ def test_convolution_net_is_generic_in_its_batch(monkeypatch):
         out = ex.forward(**vals)[0].asnumpy()
         h = np.maximum(conv2d(vals["data"], vals["gconv_weight"], vals["gconv_bias"], 1), 0).reshape(n, -1)
         np.testing.assert_allclose(out, h @ vals["gconv_fc_weight"].T + vals["gconv_fc_bias"], rtol=1e-4, atol=1e-4)
-    misses, compiles, hits = (a - b for a, b in zip(counts(), before))
+    misses, compiles, hits = since(before)
     assert (misses, compiles, hits) == (0, 1, 3)
 
 
@@ -125,7 +129,7 @@ def test_static_policy_compiles_per_shape(monkeypatch):
         ex = sym.simple_bind(ax.cpu(), gen_static_x=shape)
         a = np.linspace(-2, 2, np.prod(shape), dtype="f4").reshape(shape)
         np.testing.assert_allclose(ex.forward(gen_static_x=a)[0].asnumpy(), np.tanh(a) * 3, rtol=1e-5, atol=1e-6)
-    misses, compiles, _ = (a - b for a, b in zip(counts(), before))
+    misses, compiles, _ = since(before)
     assert (misses, compiles) == (3, 0)
 
 
@@ -148,7 +152,7 @@ def test_overlapping_max_pool_sizes_come_from_the_shapes_at_run_time(monkeypatch
         x = rng.standard_normal(shape).astype("f4")
         out = sym.simple_bind(ax.cpu(), gpool_x=shape).forward(gpool_x=x)[0].asnumpy()
         np.testing.assert_array_equal(out, max_pool_3x3_s2_p1(x))
-    misses, compiles, hits = (a - b for a, b in zip(counts(), before))
+    misses, compiles, hits = since(before)
     assert (misses, compiles, hits) == (0, 1, 3)
 
 
@@ -161,5 +165,5 @@ def test_sizes_of_one_share_the_generic_program(monkeypatch):
     before = counts()
     for n, f in [(1, 3), (1, 6), (5, 1), (2, 1)]:
         check_mlp_step(sym, "gen_unit", 4, n, f, rng)
-    misses, compiles, hits = (a - b for a, b in zip(counts(), before))
+    misses, compiles, hits = since(before)
     assert (misses, compiles, hits) == (0, 1, 3)

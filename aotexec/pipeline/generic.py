@@ -122,14 +122,19 @@ def compile_generic(skey: str, symbol, typing: Typing, modes: Sequence[str], opt
             trace = Trace(pins)
             with tracing(trace):
                 sym_typing = infer(g, {n: symbolic_shape(n, s, pins) for n, s in shapes.items()}, dtypes)
-                build = functools.partial(entry_points, symbol, sym_typing, modes, reqs, mirror, None,
+                lower = functools.partial(entry_points, symbol, sym_typing, modes, reqs, mirror, None,
                                           channels_last=options.layout == "nhwc", resident=(), planned=False)
-                build(reductions=reductions)
+                built = {reductions: lower(reductions=reductions)}
             if trace.pinned == pins:
                 break
             pins = dict(trace.pinned)
         else:
             return _unsupported(skey, f"its pins did not settle in {MAX_TRACES} traces")
+
+        def build(reductions: str):   # the settled trace's module, not lowered again
+            if reductions not in built:
+                built[reductions] = lower(reductions=reductions)
+            return built[reductions]
         with tracing(trace):
             vmfb, spec = compile_fn(build, opts)
     except CompileError as e:

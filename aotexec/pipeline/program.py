@@ -68,7 +68,8 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
     train = any(m in TRAIN_MODES for m in modes)
     if resident and (list(modes) != ["forward_infer"] or monitor):
         raise ValueError("resident parameters are for a forward_infer-only, unmonitored program")
-    key = program_key(symbol.tojson(), shapes, dtypes, modes, opts, reqs if train else None, mirror, monitor,
+    symbol_json = symbol.tojson()
+    key = program_key(symbol_json, shapes, dtypes, modes, opts, reqs if train else None, mirror, monitor,
                       options.layout, resident)
     with _lock:
         hit = _programs.get(key) if options.cache else None
@@ -78,7 +79,7 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
         return hit
     check_target_dtypes(typing, opts.target)
     if shape_generic and options.cache and generic.eligible(modes, opts, options, monitor):
-        skey = generic.structure_key(symbol.tojson(), shapes, dtypes, modes, opts, reqs if train else None, mirror,
+        skey = generic.structure_key(symbol_json, shapes, dtypes, modes, opts, reqs if train else None, mirror,
                                      options.layout)
         hit = generic.lookup(skey, shapes)
         if hit is None and generic.wanted(skey, key, options):
