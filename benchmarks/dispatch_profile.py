@@ -2,6 +2,7 @@
 
     python benchmarks/dispatch_profile.py resnet8 train [--seconds 10] [--top 30]
     python benchmarks/dispatch_profile.py lenet backward
+    python benchmarks/dispatch_profile.py resnet18_v1:16 infer     # a model-zoo case (zoo.py)
 
 IREE's default llvm-cpu executables are embedded ELFs that ``perf`` cannot name. This
 compiles the net with ``--iree-llvmcpu-link-embedded=false`` (system ELF, loaded with
@@ -34,14 +35,21 @@ def run(net: str, mode: str, seconds: float, dump: str) -> None:
     sys.path.insert(0, str(HERE))
     import aotexec as ax
     import nets
+    import zoo
     from aotexec.pipeline import program as build
     orig = build.options_for
     extra = ("--iree-llvmcpu-link-embedded=false", f"--iree-hal-dump-executable-binaries-to={dump}")
     build.options_for = lambda ctx, **kw: dataclasses.replace(orig(ctx, **kw),
                                                               extra_flags=orig(ctx, **kw).extra_flags + extra)
-    s = nets.symbol(ax.sym, net)
-    args, aux = nets.shapes_of(s, net)
-    data, label, params, auxv = nets.inputs_and_params(net, args, aux)
+    if zoo.is_case(net):
+        s = zoo.symbol(ax.sym, net)
+        data, label = zoo.inputs(net)
+        params, auxv = zoo.params(net)
+        args = s.list_arguments()
+    else:
+        s = nets.symbol(ax.sym, net)
+        args, aux = nets.shapes_of(s, net)
+        data, label, params, auxv = nets.inputs_and_params(net, args, aux)
     train = mode != "infer"
     req = {n: ("null" if n in ("data", "softmax_label") or not train else "write") for n in args}
     ex = s.simple_bind(ax.cpu(), grad_req=req, data=data.shape, softmax_label=label.shape)

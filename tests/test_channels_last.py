@@ -24,6 +24,9 @@ CONVS = {   # name: (input shape, Convolution kwargs); covers im2col (C <= 4), s
     # strided: stride 3 > kernel 2 (input rows no window reads), stride (2, 1) with padding
     "e": ((2, 5, 9, 8), dict(kernel=(2, 3), stride=(3, 2), num_filter=5)),
     "f": ((1, 6, 8, 8), dict(kernel=(3, 3), stride=(2, 1), pad=(1, 1), num_filter=5, no_bias=True)),
+    # kernels over conv_forms.MAX_OFFSETS: the direct weight gradient (a ResNet stem at batch 1; LeNet's conv1)
+    "g": ((1, 3, 11, 11), dict(kernel=(7, 7), stride=(2, 2), pad=(3, 3), num_filter=4)),
+    "h": ((2, 1, 9, 9), dict(kernel=(5, 5), num_filter=3)),
 }
 
 
@@ -127,8 +130,8 @@ def test_channels_last_tiled_pooling_gradients(pool_type):
 
 
 def test_inference_runs_large_kernels_channels_last():
-    """Inference has no weight gradient, so 5x5 convolutions run channels-last (with the tanh
-    and pooling after them); the one-input-channel one gets a zero second channel."""
+    """5x5 convolutions run channels-last (with the tanh and pooling after them); the
+    one-input-channel one gets a zero second channel."""
     x = S.Activation(S.Convolution(V("data"), kernel=(5, 5), num_filter=4, name="c1"), act_type="tanh", name="t1")
     y = S.Convolution(x, kernel=(5, 5), pad=(1, 1), num_filter=6, name="c2")
     y = S.Pooling(S.Activation(y, act_type="tanh", name="t2"), kernel=(2, 2), stride=(2, 2), pool_type="max",
@@ -139,7 +142,7 @@ def test_inference_runs_large_kernels_channels_last():
     rules = lambda lay: {n.name: lay.rules.get(id(n)) for n in t.graph.nodes if n.op is not None}  # noqa: E731
     inferred = rules(layout.assign(t.graph, t.shape_of, inference=True))
     assert inferred["c1"] == inferred["c2"] == "conv" and inferred["p2"] == "tiled_pool", inferred
-    assert rules(layout.assign(t.graph, t.shape_of))["c2"] is None        # training keeps the 5x5 NCHW rule
+    assert rules(layout.assign(t.graph, t.shape_of))["c2"] == "conv"      # training too (direct weight gradient)
     rng = np.random.default_rng(5)
     ex = net.simple_bind(ax.cpu(), grad_req="null", **shapes)
     p = {n: rng.uniform(-1, 1, a.shape) for n, a in ex.arg_dict.items()}
@@ -180,3 +183,61 @@ def test_channels_last_concat_and_its_gradient():
            "c1_weight": rng.uniform(-1, 1, (2, 3, 3, 3)), "c2_weight": rng.uniform(-1, 1, (2, 5, 3, 3)),
            "fc_weight": rng.uniform(-1, 1, (3, 7 * 25)), "fc_bias": rng.uniform(-1, 1, 3)}
     check_numeric_gradient(net, loc)
+
+
+@pytest.mark.parametrize("size,pool", [
+    (8, dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1))),                               # ResNet's stem pool
+    (7, dict(kernel=(3, 3), stride=(2, 2), pooling_convention="full")),               # last window overhangs
+    (6, dict(kernel=(2, 3), stride=(1, 2), pad=(0, 1))),
+    (9, dict(kernel=(3, 3), stride=(2, 2))),                                           # last row unused
+])
+def test_channels_last_overlapping_max_pooling(size, pool):
+    """conv -> relu -> overlapping max pool -> conv -> flatten -> fc, forward, every gradient and
+    the pooled values: the channels-last rules against the NCHW build and numpy's max pool."""
+    x = S.Activation(S.Convolution(V("x"), kernel=(3, 3), pad=(1, 1), num_filter=5, name="c1"), act_type="relu")
+    y = S.Pooling(x, pool_type="max", name="pool", **pool)
+    net = S.FullyConnected(S.Flatten(S.Convolution(y, kernel=(1, 1), num_filter=4, name="c2")),
+                           num_hidden=3, name="fc")
+    net = S.Group([net, y])
+    rng = np.random.default_rng(5)
+    shapes = {"x": (2, 3, size, size)}
+    t = bind_typing(net, shapes, {})
+    plan = pipeline.training_plan(net, t, {n: "write" for n in net.list_arguments()})
+    lay = layout.assign(plan.typing.graph, plan.typing.shape_of)
+    rules = {n.name: lay.rules.get(id(n)) for n in plan.typing.graph.nodes if n.op is not None}
+    assert rules["pool"] == "overlapping_max_pool" and rules["pool_backward"] == "overlapping_max_pool_grad", rules
+    arg_shapes, _, _ = net.infer_shape(**shapes)
+    loc = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in zip(net.list_arguments(), arg_shapes)}
+    _, out_shapes, _ = net.infer_shape(**shapes)
+    heads = [ax.nd.array(rng.uniform(-1, 1, s).astype(np.float32)) for s in out_shapes]
+    results = []
+    for mode in ("nhwc", "nchw"):
+        os.environ["AOTEXEC_LAYOUT"] = mode
+        try:
+            ex = net.bind(ax.cpu(), args={k: ax.nd.array(v) for k, v in loc.items()},
+                          args_grad={k: ax.nd.zeros(v.shape) for k, v in loc.items()})
+            outs = [o.asnumpy() for o in ex.forward(is_train=True)]
+            ex.backward(heads)
+            results.append((outs, {k: g.asnumpy() for k, g in ex.grad_dict.items()}))
+        finally:
+            os.environ.pop("AOTEXEC_LAYOUT")
+    (o1, g1), (o2, g2) = results
+    for a, b_ in zip(o1, o2):
+        np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-6)
+    for k in loc:
+        np.testing.assert_allclose(g1[k], g2[k], rtol=1e-4, atol=1e-6, err_msg=k)
+    assert np.count_nonzero(g1["x"]) > 0
+    # the pooled map against numpy: relu(conv) recomputed in float64, then windows of the -inf padded map
+    xs, w, bias = loc["x"].astype(np.float64), loc["c1_weight"].astype(np.float64), loc["c1_bias"].astype(np.float64)
+    xp = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    conv = sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + size, j:j + size], w[:, :, i, j])
+               for i in range(3) for j in range(3)) + bias[None, :, None, None]
+    act = np.maximum(conv, 0)
+    (kh, kw), (sh, sw) = pool["kernel"], pool["stride"]
+    ph, pw = pool.get("pad", (0, 0))
+    oh, ow = o1[1].shape[2:]
+    padded = np.full(act.shape[:2] + (oh * sh + kh + 2 * ph, ow * sw + kw + 2 * pw), -np.inf)
+    padded[:, :, ph:ph + size, pw:pw + size] = act
+    ref = np.stack([np.stack([padded[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw].max(axis=(2, 3))
+                              for j in range(ow)], -1) for i in range(oh)], -2)
+    np.testing.assert_allclose(o1[1], ref, rtol=1e-5, atol=1e-5)

@@ -166,10 +166,7 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
 def _conv_layout(q: LayoutQuery) -> ChannelsLast | None:
     """NHWC out (whatever the input's layout: an NCHW one is transposed, fenced)."""
     p = q.params
-    if _conv2d(p) and q.four_d(0) and (p.kernel[0] * p.kernel[1] <= MAX_OFFSETS or q.inference):
-        # inference has no weight gradient to bound the kernel: LeNet's 5x5 convolutions run
-        # channels-last with the tanh and pooling after them (local-task 7.0-7.6 -> 4.0-4.2 ms;
-        # conv2 alone fewer fenced regions, conv1 as a two-channel direct convolution, see conv_nhwc)
+    if _conv2d(p) and q.four_d(0) :
         return ChannelsLast("conv", first_nhwc(q.num_outputs), lower=_conv_nhwc_lower)
     return None
 
@@ -200,7 +197,10 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
     need = [(k - 1) * d + (gi - 1) * s + 1 for k, d, s, gi in zip(kernel, dilate, stride, (oh, ow))]
     xp = b.pad(xl, 0.0, (0, pad[0], pad[1], 0),
                (0, max(need[0] - pad[0] - h, 0), max(need[1] - pad[1] - wd, 0), 0))
-    dw = weight_grad_offsets(b, xp, g, kernel, stride, dilate)
+    if kernel[0] * kernel[1] <= MAX_OFFSETS:
+        dw = weight_grad_offsets(b, xp, g, kernel, stride, dilate)
+    else:   # the direct form (conv_forms.weight_grad_form), from NCHW views IREE folds into its own transposes
+        dw = weight_grad(b, b.transpose(xl, TO_NCHW), b.transpose(g, TO_NCHW), kernel, stride, dilate, pad, 1)
     out = [dx, dw]
     if not p.no_bias:
         # over the batch first, then space: reducing dims 0-2 at once fused with the weight
@@ -213,7 +213,7 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
 def _conv_grad_layout(q: LayoutQuery) -> ChannelsLast | None:
     """From an NHWC head gradient; d data is stored as the data is."""
     p = q.params
-    if _conv2d(p) and q.nhwc[0] and p.kernel[0] * p.kernel[1] <= MAX_OFFSETS:
+    if _conv2d(p) and q.nhwc[0]:
         return ChannelsLast("conv_grad", first_nhwc(q.num_outputs, q.nhwc[1]), lower=_conv_grad_nhwc_lower)
     return None
 

@@ -54,3 +54,10 @@ def to_nhwc(b: Emitter, x: Value) -> Value:
     """An NCHW value channels-last; fenced so IREE keeps the convolution in the fast form
     (hoisted to the function's top when ``x`` is an argument, e.g. the data)."""
     return b.fence(b.transpose(x, TO_NHWC))
+
+
+def nchw_to_nhwc_materialized(b: Emitter, g: Value) -> Value:
+    """An NCHW value channels-last, the value itself behind a barrier: a head gradient from an
+    NCHW op (Flatten's), whose transpose IREE 3.13 would otherwise fuse into the matmul producing
+    it (a strided output form, 20x slower for LeNet's fc1 data gradient)."""
+    return b.transpose(b.barrier(g), TO_NHWC)

@@ -1,6 +1,6 @@
 """Spatial resampling: Pooling and UpSampling (MXNet 1.9.1 src/operator/nn/pooling.cc,
 upsampling.cc): parameters, shape rule, lowering and gradient per op, and the channels-last
-form of tiled and global 2-D pooling and their gradients (``passes.layout``)."""
+form of tiled, overlapping-max and global 2-D pooling and their gradients (``passes.layout``)."""
 from __future__ import annotations
 
 import itertools
@@ -14,10 +14,13 @@ from ..emitter import Emitter, Value
 from .conv import conv_weight_grad, deconv_data_grad, transposed_conv
 from .conv_forms import windows
 from ..symbolic import any_dynamic
-from .nhwc import TO_NCHW, TO_NHWC, ChannelsLast, LayoutQuery, first_nhwc
+from .nhwc import NHWC_SPATIAL, TO_NCHW, TO_NHWC, ChannelsLast, LayoutQuery, first_nhwc, nchw_to_nhwc_materialized
 from .params import Shape
 from .registry import define, differentiable, lays_out, lowers
 from .rules import known, prod, same_dtype
+
+
+NCHW_SPATIAL = (2, 3)
 
 
 # --- Pooling (src/operator/nn/pooling.cc, PoolingShape) ---
@@ -109,6 +112,33 @@ def _pool_counts(x: int, out: int, k: int, s: int, q: int, include_pad: bool):
     return counts
 
 
+def _overlapping(kernel, stride, out_sp) -> bool:
+    """Windows that overlap along some axis with more than one window (ResNet's 3x3/2 max pool)."""
+    return any(k > s and o > 1 for k, s, o in zip(kernel, stride, out_sp))
+
+
+def _at(ndim: int, axes, values, fill=0) -> list:
+    """A per-axis list: ``values`` on ``axes``, ``fill`` elsewhere."""
+    out = [fill] * ndim
+    for a, v in zip(axes, values):
+        out[a] = v
+    return out
+
+
+def _overlapping_max(b: Emitter, x: Value, kernel, stride, pads, out_sp, spatial) -> Value:
+    """Max pooling of ``x`` (already cropped to the used extent; spatial axes ``spatial``) as the
+    maximum of the kernel offsets' strided slices of the -inf padded input, one axis at a time.
+    Not a reduce_window: ResNet-18's recomputed (mirrored) reduce_windows shared their -inf init
+    in one dispatch that IREE 3.13's llvm-cpu codegen rejected (stack allocation limit)."""
+    y = b.pad(x, -math.inf, _at(x.ndim, spatial, [lo for lo, _ in pads]), _at(x.ndim, spatial, [hi for _, hi in pads]))
+    for axis, k, st, o in zip(spatial, kernel, stride, out_sp):
+        wins = windows(b, y, (k,), (st,), (1,), (o,), (axis,))
+        y = wins[0]
+        for w in wins[1:]:
+            y = b.max(y, w)
+    return y
+
+
 @lowers(Pooling)
 def _pool_lower(ctx, p: PoolingParam, x):
     b = ctx.b
@@ -126,17 +156,8 @@ def _pool_lower(ctx, p: PoolingParam, x):
     used = [min(xi, (o - 1) * s + k - q) for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
     if tuple(used) != in_sp:
         x = b.slice(x, [0] * x.ndim, x.shape[:2] + tuple(used))
-    if p.pool_type == "max" and any(k > s and o > 1 for k, s, o in zip(kernel, stride, out[2:])):
-        # overlapping windows (ResNet's 3x3/2): the maximum of the kernel offsets' strided slices.
-        # Recomputed in backward (mirrors), ResNet-18's reduce_windows shared their -inf init
-        # in one dispatch that IREE 3.13's llvm-cpu codegen rejected (stack allocation limit)
-        y = b.pad(x, -math.inf, [lo for lo, _ in pads], [hi for _, hi in pads])
-        for i, (k, st, o) in enumerate(zip(kernel, stride, out[2:])):     # one spatial axis at a time
-            wins = windows(b, y, (k,), (st,), (1,), (o,), (2 + i,))
-            y = wins[0]
-            for w in wins[1:]:
-                y = b.max(y, w)
-        return [y, None]
+    if p.pool_type == "max" and _overlapping(kernel, stride, out[2:]):
+        return [_overlapping_max(b, x, kernel, stride, pads[2:], out[2:], NCHW_SPATIAL), None]
     if p.pool_type == "max":
         return [b.reduce_window(x, "max", window, strides, pads, out), None]
     if p.pool_type == "lp":
@@ -245,7 +266,7 @@ def _scatter_axis(b, parts, axis: int, stride: int, length: int):
     return y
 
 
-def _max_pool_scatter(b, xp, g, kernel, stride):
+def _max_pool_scatter(b, xp, g, kernel, stride, spatial=(2, 3)):
     """Each window's g goes to the first maximum of the (-inf padded) input xp, as MXNet's
     pool.h: per kernel offset, a strided slice compared with the window max picks where g goes,
     and the picks go back to input positions one axis at a time (``_scatter_axis``).
@@ -254,16 +275,14 @@ def _max_pool_scatter(b, xp, g, kernel, stride):
     took 1.4 s for ResNet-18's 3x3/2 pool at batch 16.)"""
     nd = len(kernel)
     out = g.shape
-    if _tiles_exactly(kernel, stride, out[2:], xp.shape[2:]):
+    out_sp = [out[a] for a in spatial]
+    if _tiles_exactly(kernel, stride, out_sp, [xp.shape[a] for a in spatial]):
+        assert tuple(spatial) == NCHW_SPATIAL, "channels-last tiled pools have their own rule"
         return _max_pool_scatter_tiled(b, xp, g, kernel)
     zero = b.full_like(g, 0.0)
     offsets = list(itertools.product(*[range(k) for k in kernel]))
-    wins = [b.slice(xp, [0, 0] + list(off), tuple(out[:2]) + tuple(f + (o - 1) * s + 1
-                                                                   for f, o, s in zip(off, out[2:], stride)),
-                    (1, 1) + tuple(stride)) for off in offsets]
-    # the window max as the maximum of the offsets' slices, not a reduce_window: ResNet-18's
-    # recomputed 3x3/2 max pools shared their -inf init in one dispatch, which IREE 3.13's
-    # llvm-cpu codegen rejected (stack allocation over its limit)
+    wins = windows(b, xp, kernel, stride, (1,) * nd, out_sp, spatial)     # row-major, as ``offsets``
+    # the window max as the maximum of the offsets' slices (not a reduce_window: _overlapping_max)
     y = wins[0]
     for w in wins[1:]:
         y = b.max(y, w)
@@ -280,8 +299,27 @@ def _max_pool_scatter(b, xp, g, kernel, stride):
         grouped: dict = {}
         for off, v in picks.items():
             grouped.setdefault(off[:i], []).append(v)
-        picks = {pre: _scatter_axis(b, vs, 2 + i, stride[i], xp.shape[2 + i]) for pre, vs in grouped.items()}
+        picks = {pre: _scatter_axis(b, vs, spatial[i], stride[i], xp.shape[spatial[i]])
+                 for pre, vs in grouped.items()}
     return picks[()]
+
+
+def _max_pool_grad(b: Emitter, g: Value, x: Value, kernel, stride, pad, used, hi, spatial) -> Value:
+    """d input of max pooling (``_pool_geometry``'s ``used`` / ``hi``), spatial axes ``spatial``."""
+    # IREE 3.13 on Vulkan miscompiles this rule fused with a producing convolution (LeNet's conv
+    # data gradient arrives shifted by a row): keep g a materialized tensor
+    g = b.op("stablehlo.optimization_barrier", [g], g.shape)
+    in_sp = [x.shape[a] for a in spatial]
+    if list(used) != in_sp:
+        x = b.slice(x, [0] * x.ndim, [u if a in spatial else d for a, d, u in
+                                      zip(range(x.ndim), x.shape, _at(x.ndim, spatial, used))])
+    xp = b.pad(x, -math.inf, _at(x.ndim, spatial, pad), _at(x.ndim, spatial, hi))
+    dxp = _max_pool_scatter(b, xp, g, kernel, stride, spatial)
+    start = _at(x.ndim, spatial, pad)
+    dx = b.slice(dxp, start, [s + d for s, d in zip(start, x.shape)])
+    if list(used) != in_sp:
+        dx = b.pad(dx, 0.0, [0] * x.ndim, _at(x.ndim, spatial, [i - u for i, u in zip(in_sp, used)]))
+    return dx
 
 
 @differentiable(Pooling, lambda p: ["ograd0", "in0", "out0"] if p.pool_type == "lp"
@@ -298,11 +336,7 @@ def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
     crop = lambda v: b.slice(v, [0] * v.ndim, tuple(v.shape[:2]) + tuple(used)) \
         if tuple(v.shape[2:]) != tuple(used) else v  # noqa: E731
     if p.pool_type == "max":
-        # IREE 3.13 on Vulkan miscompiles this rule fused with a producing convolution (LeNet's conv
-        # data gradient arrives shifted by a row): keep g a materialized tensor
-        g = b.op("stablehlo.optimization_barrier", [g], g.shape)
-        dxp = _max_pool_scatter(b, b.pad(crop(x), -math.inf, [0, 0] + list(pad), [0, 0] + list(hi)), g,
-                                kernel, stride)
+        return [_max_pool_grad(b, g, x, kernel, stride, pad, used, hi, NCHW_SPATIAL)]
     elif p.pool_type == "lp":
         pv = p.p_value
         t = g if pv == 1 else b.div(g, y if pv == 2 else b.pow(y, float(pv - 1)))
@@ -326,7 +360,7 @@ def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
     return [dx]
 
 
-# --- Pooling channels-last (passes.layout): tiled and global 2-D pooling of NHWC values
+# --- Pooling channels-last (passes.layout): tiled, overlapping-max and global 2-D pooling of NHWC values
 def _tiled_pool(p, shape) -> bool:
     """2-D max/avg/sum pooling whose windows tile the input (kernel == stride, no padding):
     LeNet's 2x2/2 pools."""
@@ -363,8 +397,10 @@ def tiled_pool(b: Emitter, p, x: Value) -> Value:
 
 
 def tiled_pool_grad(b: Emitter, p, g: Value, g_nhwc: bool, x: Value | None, x_logical) -> Value:
-    """d input (NHWC): each window's g to its first maximum (MXNet's pool.h), or spread evenly."""
-    g = g if g_nhwc else b.transpose(g, TO_NHWC)
+    """d input (NHWC): each window's g to its first maximum (MXNet's pool.h), or spread evenly.
+    An NCHW ``g`` is materialized before its transpose: IREE 3.13 fuses the transpose into the
+    matmul producing g (LeNet's fc1 data gradient through Flatten), a strided form 20x slower."""
+    g = g if g_nhwc else nchw_to_nhwc_materialized(b, g)
     n, c, h, w = x_logical
     kh, kw = p.kernel
     oh, ow = h // kh, w // kw
@@ -401,14 +437,39 @@ def global_pool_grad(b: Emitter, p, g: Value, x_logical) -> Value:
     return b.div(dx, float(h * w)) if p.pool_type == "avg" else dx
 
 
+def _overlapping_max_pool(p, shape) -> bool:
+    """2-D max pooling whose windows overlap (ResNet's, SqueezeNet's, Inception's 3x3/2)."""
+    if p.global_pool or len(p.kernel) != 2 or p.pool_type != "max" or shape is None or len(shape) != 4 \
+            or p.layout not in (None, "NCHW") or p.pooling_convention == "same":
+        return False
+    kernel, stride, pad = p.window(shape)
+    return _overlapping(kernel, stride, [_pool_out(p.pooling_convention, x, k, s, q)
+                                         for x, k, s, q in zip(shape[2:], kernel, stride, pad)])
+
+
 @lays_out(Pooling)
 def _pool_layout(q: LayoutQuery) -> ChannelsLast | None:
     p = q.params
     if _tiled_pool(p, q.shapes[0]) and q.nhwc[0]:
         return ChannelsLast("tiled_pool", first_nhwc(q.num_outputs), lower=_tiled_pool_lower)
+    if _overlapping_max_pool(p, q.shapes[0]) and q.nhwc[0]:
+        return ChannelsLast("overlapping_max_pool", first_nhwc(q.num_outputs), lower=_overlapping_max_lower)
     if _global_pool(p) and q.nhwc[0]:
         return ChannelsLast("global_pool", first_nhwc(q.num_outputs, False), lower=_global_pool_lower)
     return None
+
+
+def _logical(shape) -> tuple:
+    return tuple(shape[i] for i in TO_NCHW)
+
+
+def _overlapping_max_lower(ctx, p: PoolingParam, x):
+    b = ctx.b
+    kernel, stride, pad, used, hi = _pool_geometry(p, _logical(x.shape), _logical(ctx.out_shapes[0]))
+    if list(used) != list(x.shape[1:3]):
+        x = b.slice(x, (0, 0, 0, 0), (x.shape[0], used[0], used[1], x.shape[3]))
+    y = _overlapping_max(b, x, kernel, stride, list(zip(pad, hi)), ctx.out_shapes[0][1:3], NHWC_SPATIAL)
+    return [y] + [None] * (len(ctx.out_shapes) - 1)
 
 
 def _tiled_pool_lower(ctx, p: PoolingParam, x):
@@ -429,12 +490,22 @@ def _pool_grad_layout(q: LayoutQuery) -> ChannelsLast | None:
         return ChannelsLast("tiled_pool_grad", first_nhwc(q.num_outputs), lower=_tiled_pool_grad_lower)
     if _global_pool(p) and q.fwd_in_nhwc[0]:
         return ChannelsLast("global_pool_grad", first_nhwc(q.num_outputs), lower=_global_pool_grad_lower)
+    if _overlapping_max_pool(p, fwd_shape) and q.fwd_in_nhwc[0] and q.nhwc[1]:
+        return ChannelsLast("overlapping_max_pool_grad", first_nhwc(q.num_outputs),
+                            lower=_overlapping_max_grad_lower)
     return None
 
 
 def _tiled_pool_grad_lower(ctx, p: PoolingParam, g, x=None):
     x = x if p.pool_type == "max" else None
     return [tiled_pool_grad(ctx.b, p, g, ctx.in_nhwc[0], x, ctx.fwd_in_shapes[0])]
+
+
+def _overlapping_max_grad_lower(ctx, p: PoolingParam, g, x):
+    b = ctx.b
+    g = g if ctx.in_nhwc[0] else nchw_to_nhwc_materialized(b, g)       # see tiled_pool_grad
+    kernel, stride, pad, used, hi = _pool_geometry(p, tuple(ctx.fwd_in_shapes[0]), tuple(ctx.fwd_out_shapes[0]))
+    return [_max_pool_grad(b, g, x, kernel, stride, pad, used, hi, NHWC_SPATIAL)]
 
 
 def _global_pool_grad_lower(ctx, p: PoolingParam, g):
