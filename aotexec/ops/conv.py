@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..emitter import Emitter, Value
+from ..symbolic import any_dynamic
 from .conv_forms import MAX_OFFSETS, convolution, weight_grad, weight_grad_offsets
 from .nhwc import TO_NCHW, ChannelsLast, LayoutQuery, first_nhwc, to_nhwc
 from .params import Shape
@@ -181,16 +182,14 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
     n, h, wd, c = xl.shape
     _, oh, ow, o = g.shape
     kernel, stride, dilate, pad = p.kernel, p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
-    # data: g convolved (lhs-dilated by the stride) with the flipped weight, in/out swapped
-    wt = b.fence(b.transpose(b.reverse(w, [2, 3]), (2, 3, 0, 1)))              # (KH, KW, O, C)
-    pads = [(d * (k - 1) - q, xi - s * (gi - 1) - 1 + q)
-            for xi, gi, k, s, d, q in zip((h, wd), (oh, ow), kernel, stride, dilate, pad)]
-    pos = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
-    full = [xi + max(-lo, 0) + max(-hi, 0) for xi, (lo, hi) in zip((h, wd), pads)]
-    dx = b.conv_nhwc(g, wt, (n, full[0], full[1], c), (1, 1), pos, stride, dilate)
-    if pos != pads:
-        start = (0, max(-pads[0][0], 0), max(-pads[1][0], 0), 0)
-        dx = b.slice(dx, start, (n, start[1] + h, start[2] + wd, c))
+    if any(s > 1 for s in stride) and all(d == 1 for d in dilate) and not any_dynamic(g.shape):
+        dx = strided_data_grad_nhwc(b, g, w, (n, h, wd, c), kernel, stride, pad)
+    else:
+        # g convolved (lhs-dilated by the stride) with the flipped weight, in/out swapped
+        wt = b.fence(b.transpose(b.reverse(w, [2, 3]), (2, 3, 0, 1)))              # (KH, KW, O, C)
+        pads = [(d * (k - 1) - q, xi - s * (gi - 1) - 1 + q)
+                for xi, gi, k, s, d, q in zip((h, wd), (oh, ow), kernel, stride, dilate, pad)]
+        dx = _conv_nhwc_any_pad(b, g, wt, (n, h, wd, c), pads, stride, dilate)
     if not x_nhwc:
         dx = b.transpose(dx, TO_NCHW)
     # weight: one (N*OH*OW)-contraction per kernel offset, of g with the offset's input slice
@@ -207,6 +206,64 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
         # contractions above into a dispatch IREE 3.13's llvm-cpu codegen rejects
         out.append(b.reduce(b.reduce(g, [0], "add"), [0, 1], "add"))
     return out
+
+
+def _conv_nhwc_any_pad(b: Emitter, x: Value, wt: Value, out_shape, pads, lhs_dilation, rhs_dilation) -> Value:
+    """``b.conv_nhwc`` with stride 1 and (low, high) ``pads`` that may be negative (a crop)."""
+    n, h, w, c = out_shape
+    pos = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    full = [xi + max(-lo, 0) + max(-hi, 0) for xi, (lo, hi) in zip((h, w), pads)]
+    y = b.conv_nhwc(x, wt, (n, full[0], full[1], c), (1, 1), pos, lhs_dilation, rhs_dilation)
+    if pos != list(pads):
+        start = (0, max(-pads[0][0], 0), max(-pads[1][0], 0), 0)
+        y = b.slice(y, start, (n, start[1] + h, start[2] + w, c))
+    return y
+
+
+def strided_data_grad_nhwc(b: Emitter, g: Value, w: Value, x_shape, kernel, stride, pad) -> Value:
+    """d data (NHWC ``x_shape``) of a strided, undilated convolution from its NHWC head gradient
+    ``g`` and OIHW weight ``w``, one stride-1 convolution per output phase: the input rows
+    y with (y + pad) mod s = r get g convolved with the flipped taps r, r + s, ... of the
+    kernel, and the phases interleave.  The lhs-dilated form multiplies the zeros between
+    g's pixels: (s_h * s_w - 1) / (s_h * s_w) of its work (3/4 at ResNet's stride 2)."""
+    n, h, wd, c = x_shape
+    f = w.shape[0]
+    # positions (y + pad) of the padded input, as (phase-block Z, phase r): Z < blocks
+    blocks = [-(-(xi + q) // s) for xi, q, s in zip((h, wd), pad, stride)]
+    flipped = b.fence(b.transpose(b.reverse(w, [2, 3]), (2, 3, 0, 1)))               # (KH, KW, F, C)
+    rows = []
+    for ry in range(stride[0]):
+        cols = []
+        for rx in range(stride[1]):
+            taps = [-(-(k - r) // s) for k, r, s in zip(kernel, (ry, rx), stride)]
+            shape = (n, blocks[0], blocks[1], c)
+            if min(taps) <= 0:
+                v = b.full_like(g, 0.0, shape)
+            elif taps == [1, 1]:
+                # one tap (ResNet's 1x1/2 shortcuts; the odd phase of 3x3/2): a matmul with the
+                # tap as a (C, F) matrix, as FullyConnected's weight (an (F, C) one, or a 1x1
+                # filter, failed IREE 3.13's data-tiled codegen: a 32 KB vector packing it)
+                tap = b.reshape(b.slice(w, (0, 0, ry, rx), (f, c, ry + 1, rx + 1)), (f, c))
+                v = b.dot_general(g, b.fence(b.transpose(tap, (1, 0))), contract=([3], [1]))
+                keep = [min(z, o) for z, o in zip(blocks, g.shape[1:3])]
+                if keep != list(g.shape[1:3]):
+                    v = b.slice(v, (0, 0, 0, 0), (n, keep[0], keep[1], c))
+                v = b.pad(v, 0.0, (0, 0, 0, 0), (0, blocks[0] - keep[0], blocks[1] - keep[1], 0))
+            else:
+                # taps r + s*t of the kernel, flipped: every s-th tap of the flipped kernel
+                start = [k - 1 - r - s * (t - 1) for k, r, s, t in zip(kernel, (ry, rx), stride, taps)]
+                wt = b.slice(flipped, (start[0], start[1], 0, 0), (kernel[0], kernel[1], f, c),
+                             (stride[0], stride[1], 1, 1))                          # (TY, TX, F, C)
+                # square, with zero taps last: IREE 3.13 ran ResNet's 2x1 phases 20x slower than 2x2
+                side = max(taps)
+                wt = b.pad(wt, 0.0, (0, 0, 0, 0), (side - taps[0], side - taps[1], 0, 0))
+                pads = [(t - 1, z - o + side - t) for t, z, o in zip(taps, blocks, g.shape[1:3])]
+                v = _conv_nhwc_any_pad(b, g, wt, shape, pads, (1, 1), (1, 1))
+            cols.append(b.reshape(v, (n, blocks[0], 1, blocks[1], 1, c)))
+        rows.append(b.concatenate(cols, 4) if len(cols) > 1 else cols[0])
+    dz = b.concatenate(rows, 2) if len(rows) > 1 else rows[0]
+    dz = b.reshape(dz, (n, blocks[0] * stride[0], blocks[1] * stride[1], c))
+    return b.slice(dz, (0, pad[0], pad[1], 0), (n, pad[0] + h, pad[1] + wd, c))
 
 
 @lays_out(Convolution.backward)
