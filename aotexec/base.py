@@ -15,6 +15,10 @@ MXNetError = AotexecError
 class NotImplementedForSymbol(AotexecError): ...
 
 
+class OutOfBoundsIndex(AotexecError, IndexError):
+    """An index outside its axis (MXNet 1.9.1 raises IndexError there, e.g. gather_nd)."""
+
+
 def compiler_missing() -> str | None:
     """Why the IREE compiler cannot be imported (None when it can), without importing it."""
     try:

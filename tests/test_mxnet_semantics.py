@@ -224,6 +224,37 @@ def test_take_raise_mode_raises_when_the_output_is_read():
     np.testing.assert_array_equal(ex.forward()[0].asnumpy(), np.arange(12).reshape(3, 4)[[2, 0]])
 
 
+def test_gather_nd_out_of_bounds_indices_raise_index_error():
+    """MXNet's test_gather_nd_check_bound: an index outside [-size, size) of its axis raises
+    IndexError with numpy's wording when the output is read; negative ones count from the end."""
+    S = ax.sym
+    ex = S.gather_nd(S.Variable("data"), S.Variable("indices")).simple_bind(
+        ax.cpu(), data=(2, 3), indices=(2, 3), grad_req="null")
+    ex.arg_dict["data"][:] = np.array([[0, 1, 2], [3, 4, 5]])
+    for ind, bad in (([[0, 1, 0], [0, 1, 3]], 3), ([[0, 1, 0], [0, 1, -5]], -5)):
+        ex.arg_dict["indices"][:] = np.array(ind)
+        ex.forward()
+        with pytest.raises(IndexError, match=f"index {bad} is out of bounds for axis 1 with size 3"):
+            ex.outputs[0].asnumpy()
+    ex.arg_dict["indices"][:] = np.array([[0, 1, -1], [0, 1, -2]])
+    np.testing.assert_array_equal(ex.forward()[0].asnumpy(), [0, 4, 4])
+
+
+@pytest.mark.parametrize("op,shape,block,message", [
+    ("depth_to_space", (2, 3, 2, 2), 2, "Dimension:1(depth dimension) should be a multiple of 'block^2'"),
+    ("depth_to_space", (2, 4, 0, 3), 2, "Size of dimension:2 cannot be 0"),        # MXNet's test_depthtospace
+    ("depth_to_space", (2, 4, 2, 2), 0, "block_size must be a positive integer value"),
+    ("space_to_depth", (2, 3, 1, 4), 2, "Dimension:2(1st Space dimension) should be a multiple of 'block'"),
+    ("space_to_depth", (2, 0, 2, 2), 2, "Depth dimension:1 cannot be 0"),
+])
+def test_depth_space_rearrangements_reject_shapes_as_mxnet(op, shape, block, message):
+    """MXNet 1.9.1's DepthToSpaceOpShape / SpaceToDepthOpShape checks and messages; a zero dim
+    is rejected although legacy shapes read 0 as unknown."""
+    s = getattr(ax.sym, op)(ax.sym.Variable("d"), block_size=block)
+    with pytest.raises(ax.MXNetError, match=re.escape(message)):
+        s.simple_bind(ax.cpu(), d=shape, grad_req="null")
+
+
 def test_head_gradients_of_another_dtype_are_converted():
     """MXNet's test_where passes int32 head gradients to a float32 executor."""
     x = ax.sym.Variable("x")

@@ -415,7 +415,7 @@ def _gather_nd_shape(p, data, idx):
 
 
 gather_nd = define("gather_nd", inputs=["data", "indices"], no_grad_inputs=("indices",),
-                   infer_shape=_gather_nd_shape, infer_type=dtype_of_first)
+                   infer_shape=_gather_nd_shape, infer_type=dtype_of_first, index_checks=lambda p: [(1, 0, None)])
 
 
 @lowers(gather_nd)

@@ -20,9 +20,6 @@ from .registry import define, differentiable, lays_out, lowers
 from .rules import known, prod, same_dtype
 
 
-NCHW_SPATIAL = (2, 3)
-
-
 # --- Pooling (src/operator/nn/pooling.cc, PoolingShape) ---
 @dataclass(frozen=True)
 class PoolingParam:
@@ -157,7 +154,7 @@ def _pool_lower(ctx, p: PoolingParam, x):
     if tuple(used) != in_sp:
         x = b.slice(x, [0] * x.ndim, x.shape[:2] + tuple(used))
     if p.pool_type == "max" and _overlapping(kernel, stride, out[2:]):
-        return [_overlapping_max(b, x, kernel, stride, pads[2:], out[2:], NCHW_SPATIAL), None]
+        return [_overlapping_max(b, x, kernel, stride, pads[2:], out[2:], tuple(range(2, x.ndim))), None]
     if p.pool_type == "max":
         return [b.reduce_window(x, "max", window, strides, pads, out), None]
     if p.pool_type == "lp":
@@ -266,7 +263,7 @@ def _scatter_axis(b, parts, axis: int, stride: int, length: int):
     return y
 
 
-def _max_pool_scatter(b, xp, g, kernel, stride, spatial=(2, 3)):
+def _max_pool_scatter(b, xp, g, kernel, stride, spatial):
     """Each window's g goes to the first maximum of the (-inf padded) input xp, as MXNet's
     pool.h: per kernel offset, a strided slice compared with the window max picks where g goes,
     and the picks go back to input positions one axis at a time (``_scatter_axis``).
@@ -277,7 +274,7 @@ def _max_pool_scatter(b, xp, g, kernel, stride, spatial=(2, 3)):
     out = g.shape
     out_sp = [out[a] for a in spatial]
     if _tiles_exactly(kernel, stride, out_sp, [xp.shape[a] for a in spatial]):
-        assert tuple(spatial) == NCHW_SPATIAL, "channels-last tiled pools have their own rule"
+        assert tuple(spatial) == tuple(range(2, xp.ndim)), "channels-last tiled pools have their own rule"
         return _max_pool_scatter_tiled(b, xp, g, kernel)
     zero = b.full_like(g, 0.0)
     offsets = list(itertools.product(*[range(k) for k in kernel]))
@@ -336,7 +333,7 @@ def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
     crop = lambda v: b.slice(v, [0] * v.ndim, tuple(v.shape[:2]) + tuple(used)) \
         if tuple(v.shape[2:]) != tuple(used) else v  # noqa: E731
     if p.pool_type == "max":
-        return [_max_pool_grad(b, g, x, kernel, stride, pad, used, hi, NCHW_SPATIAL)]
+        return [_max_pool_grad(b, g, x, kernel, stride, pad, used, hi, tuple(range(2, x.ndim)))]
     elif p.pool_type == "lp":
         pv = p.p_value
         t = g if pv == 1 else b.div(g, y if pv == 2 else b.pow(y, float(pv - 1)))

@@ -80,9 +80,9 @@ class OpDef:
     # NHWC out; or a rule ``fn(ops.nhwc.LayoutQuery) -> ops.nhwc.ChannelsLast | None``
     layout_agnostic: bool = False
     channels_last: Callable | None = None
-    # indices it raises on when out of range (take mode='raise'): (indices input, data input, axis)
-    # per check, verified on the host by the runtime (runtime.index_checks)
-    index_checks: Callable[[Any], list[tuple[int, int, int]]] | None = None
+    # indices it raises on when out of range: (indices input, data input, axis) per check, axis
+    # None for gather_nd's rows (row j indexes axis j), verified on the host (runtime.index_checks)
+    index_checks: Callable[[Any], list[tuple[int, int, int | None]]] | None = None
 
     def input_names(self, p: Any) -> list[str]:
         if self.variadic:

@@ -12,7 +12,8 @@ import numpy as np
 from . import hlo
 from .params import Shape
 from .registry import define, differentiable, lowers
-from .rules import dtype_of_first, forward, known, same_dtype
+from ..util import is_np_shape
+from .rules import dtype_of_first, forward, known, ranked, same_dtype
 
 
 # --- Pad (src/operator/pad-inl.h): 4-D or 5-D, never the batch or channel axes
@@ -152,22 +153,57 @@ def _space_to_depth(b, x, k: int):
     return b.reshape(y, (n, c * k * k, h // k, w // k))
 
 
-@forward
+def _zero(d) -> bool:
+    """MXNet's checks read a legacy unknown dim (0, here -1) as the size 0."""
+    return d == 0 or (d == -1 and not is_np_shape())
+
+
+def _nonzero_dims(data, dims) -> None:
+    for i in dims:
+        if _zero(data[i]):
+            raise ValueError("Depth dimension:1 cannot be 0" if i == 1 else
+                             f"Operation requires a 4D tensor. Size of dimension:{i} cannot be 0")
+
+
+def _scaled(d, f) -> int:
+    return -1 if d == -1 else f(d)
+
+
+@ranked
 def _d2s_shape(p: BlockParam, data):
+    """MXNet's DepthToSpaceOpShape, its checks in its order."""
     k = p.block_size
-    if len(data) != 4 or k <= 0 or data[1] % (k * k):
-        raise ValueError(f"depth_to_space needs a 4-D input whose channels divide by block_size^2={k * k}, "
-                         f"got {data}")
-    return (data[0], data[1] // (k * k), data[2] * k, data[3] * k)
+    if len(data) != 4:
+        raise ValueError("Operation Depth To Space requires exactly 4D tensor")
+    if k == 0:
+        raise ValueError("block_size must be a positive integer value")
+    _nonzero_dims(data, (1,))
+    if data[1] > 0 and data[1] % (k * k):
+        raise ValueError("Cannot perform Depth To Space operation on the specified tensor. Dimension:1(depth "
+                         "dimension) should be a multiple of 'block^2'")
+    _nonzero_dims(data, (0, 2, 3))
+    return (data[0], _scaled(data[1], lambda d: d // (k * k)), _scaled(data[2], lambda d: d * k),
+            _scaled(data[3], lambda d: d * k))
 
 
-@forward
+@ranked
 def _s2d_shape(p: BlockParam, data):
+    """MXNet's SpaceToDepthOpShape (its messages say Depth To Space too)."""
     k = p.block_size
-    if len(data) != 4 or k <= 0 or data[2] % k or data[3] % k:
-        raise ValueError(f"space_to_depth needs a 4-D input whose height and width divide by block_size={k}, "
-                         f"got {data}")
-    return (data[0], data[1] * k * k, data[2] // k, data[3] // k)
+    if len(data) != 4:
+        raise ValueError("Operation Space To Depth requires exactly 4D tensor")
+    if k == 0:
+        raise ValueError("block_size must be a positive integer value")
+    _nonzero_dims(data, (0, 1, 2))
+    if data[2] > 0 and data[2] % k:
+        raise ValueError("Cannot perform Depth To Space operation on the specified tensor. Dimension:2(1st Space "
+                         "dimension) should be a multiple of 'block' ")
+    _nonzero_dims(data, (3,))
+    if data[3] > 0 and data[3] % k:
+        raise ValueError("Cannot perform Depth To Space operation on the specified tensor. Dimension:3(2nd space "
+                         "dimension) should be a multiple of 'block' ")
+    return (data[0], _scaled(data[1], lambda d: d * k * k), _scaled(data[2], lambda d: d // k),
+            _scaled(data[3], lambda d: d // k))
 
 
 depth_to_space = define("depth_to_space", params=BlockParam, infer_shape=_d2s_shape, infer_type=same_dtype)

@@ -43,7 +43,7 @@ class Storage:
 
     def __init__(self) -> None:
         self.version = 0
-        self.error: str | None = None     # an op's failure, raised when the content is read (MXNet's engine)
+        self.error: Exception | None = None     # an op's failure, raised when the content is read (MXNet's engine)
 
     def written(self) -> None:
         self.version += 1
@@ -123,7 +123,7 @@ class NDArray:
         """Every operation is synchronous; an op that failed computing this array raises here, as
         MXNet's engine does (``take(mode='raise')``)."""
         if self._storage.error:
-            raise AotexecError(self._storage.error)
+            raise self._storage.error
 
     # -- writes ----------------------------------------------------------------------------
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -161,6 +161,7 @@ class NDArray:
         else:
             raise AotexecError(f"copyto expects an NDArray or a Context, got {type(other)}")
         out[:] = self
+        out._storage.error = self._storage.error      # a failed op's error travels with its copies (MXNet's engine)
         return out
 
     def copy(self) -> "NDArray":
