@@ -255,6 +255,22 @@ def test_depth_space_rearrangements_reject_shapes_as_mxnet(op, shape, block, mes
         s.simple_bind(ax.cpu(), d=shape, grad_req="null")
 
 
+def test_batch_take_has_no_gradient_as_in_mxnet():
+    """MXNet's test_zero_prop2: batch_take registers no gradient, so binding one through it fails
+    at bind; behind stop_gradient the gradient is zero and binding works."""
+    S = ax.sym
+    y = S.batch_take(S.Variable("x"), S.Variable("idx"))
+    shapes = dict(x=(10, 10), idx=(10,), type_dict={"x": np.float32, "idx": np.int32})
+    ex = S.stop_gradient(y).simple_bind(ax.cpu(), **shapes)
+    ex.forward(is_train=True)
+    ex.backward()
+    assert not ex.grad_dict["x"].asnumpy().any()
+    with pytest.raises(ax.MXNetError, match="Operator batch_take is non-differentiable because it didn't "
+                                            "register FGradient attribute"):
+        y.simple_bind(ax.cpu(), **shapes)
+    y.simple_bind(ax.cpu(), grad_req="null", **shapes)     # inference binds
+
+
 def test_head_gradients_of_another_dtype_are_converted():
     """MXNet's test_where passes int32 head gradients to a float32 executor."""
     x = ax.sym.Variable("x")

@@ -252,7 +252,7 @@ def _batch_take_shape(p, a, idx):
 
 
 batch_take = define("batch_take", inputs=["a", "indices"], no_grad_inputs=("indices",),
-                    infer_shape=_batch_take_shape, infer_type=dtype_of_first)
+                    infer_shape=_batch_take_shape, infer_type=dtype_of_first, no_fgradient=True)
 
 
 @lowers(batch_take)
@@ -263,15 +263,6 @@ def _batch_take_lower(ctx, p, a, idx):
     a = b.reshape(a, (n, int(prod(a.shape)) // n))
     i = _int_index(b, b.reshape(idx, (n,)), a.shape[1], "clip")
     return b.reshape(_pick_along(b, a, i, 1), ctx.out_shapes[0])
-
-
-@differentiable(batch_take, ("ograd0", "in1"))
-def _batch_take_grad(ctx, p, g, idx):
-    b, shape = ctx.b, ctx.fwd_in_shapes[0]
-    n = int(prod(idx.shape))
-    m = int(prod(shape)) // n
-    i = _int_index(b, b.reshape(idx, (n,)), m, "clip")
-    return [b.reshape(_unpick(b, b.reshape(g, (n,)), i, (n, m), 1), shape), None]
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ class OpDef:
     aux_updates: int = 0
     forward_op: "OpDef | None" = None      # set on the generated _backward_<op>
     zero_grad: bool = False                # gradient is zero everywhere (BlockGrad): no backward node
+    # MXNet 1.9.1 registers no FGradient: binding a gradient through it fails at bind, as there
+    no_fgradient: bool = False
     clone_gradient: bool = False           # each input's gradient is the output's (nnvm CloneGradient: no node)
     random: bool = False                   # reads ``ctx.rng_state`` in training (Dropout)
     random_when: Callable[[Any, bool], bool] | None = None   # (params, is_train): refines ``random``

@@ -147,6 +147,9 @@ def build_gradient_graph(heads: list[Entry], wrt: list[str]) -> GradientGraph:
 def _backward_node(node: Node, ograd) -> Node:
     """``<node>_backward`` reading what the op's gradient rule declares."""
     op = node.op
+    if op.no_fgradient:
+        raise AotexecError(f"Operator {op.name} is non-differentiable because it didn't register FGradient "
+                           f"attribute.")
     if op.grad_reads is None:
         raise AotexecError(f"Operator {op.name} has no gradient rule (node '{node.name}'), so gradients "
                            f"cannot flow through it; bind with grad_req='null' for the arguments before it.\n"
@@ -164,3 +167,10 @@ def _backward_node(node: Node, ograd) -> Node:
         else:
             raise AotexecError(f"bad gradient read '{token}' declared by {op.name}")
     return Node(op.backward, f"{node.name}_backward", dict(node.attrs), reads, node.params, [node])
+
+
+def check_differentiable(heads: list[Entry], wrt: list[str]) -> None:
+    """Raise, as MXNet's bind does, where a gradient for ``wrt`` must flow through an op MXNet
+    registers no gradient for (``OpDef.no_fgradient``); aotexec builds its gradients lazily."""
+    if wrt and any(n.op is not None and n.op.no_fgradient for n in IndexedGraph(heads).nodes):
+        build_gradient_graph(heads, wrt)
