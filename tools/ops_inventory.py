@@ -36,11 +36,11 @@ GROUPS = (("contrib (`mx.sym.contrib`)", ("_contrib_",)),
 DIFFERENCES = [
     "Known differences from MXNet 1.9.1 among the supported names (tests/test_mxnet_semantics.py checks "
     "the rest against MXNet's own answers; `tools/mxnet_conformance.py` runs MXNet's unit tests):", "",
-    "- `batch_take` has a gradient (MXNet registers none and refuses to bind it for training).",
     "- float64 `gamma` / `gammaln` (and their gradients' digamma) compute in float32 on llvm-cpu (IREE 3.13 links "
     "no float64 lgamma); float64 `sin`, `cos`, `tan`, `arcsin`, `arccos`, `arctan`, `cbrt`, `rcbrt`, `tanh`, `mod` are "
     "aotexec's own (fdlibm's kernels, Newton steps: `ops/libm.py`), within an ulp or two.",
-    "- `take(mode='raise')` checks indices bound directly as an argument (through pass-through ops such as "
+    "- `take(mode='raise')` and `gather_nd` (IndexError) check indices bound directly as an argument "
+    "(through pass-through ops such as "
     "`BlockGrad`); indices computed in the graph are clipped. As in MXNet, the error comes out when the output "
     "is read.",
     "- `backward()` (is_train=True) after `forward(is_train=False)` recomputes the activations in training mode "
