@@ -169,14 +169,19 @@ def _scaled(d, f) -> int:
     return -1 if d == -1 else f(d)
 
 
+def _block_prologue(p: BlockParam, data, name: str) -> int:
+    """The first checks of both shape functions; the block size."""
+    if len(data) != 4:
+        raise ValueError(f"Operation {name} requires exactly 4D tensor")
+    if p.block_size == 0:
+        raise ValueError("block_size must be a positive integer value")
+    return p.block_size
+
+
 @ranked
 def _d2s_shape(p: BlockParam, data):
     """MXNet's DepthToSpaceOpShape, its checks in its order."""
-    k = p.block_size
-    if len(data) != 4:
-        raise ValueError("Operation Depth To Space requires exactly 4D tensor")
-    if k == 0:
-        raise ValueError("block_size must be a positive integer value")
+    k = _block_prologue(p, data, "Depth To Space")
     _nonzero_dims(data, (1,))
     if data[1] > 0 and data[1] % (k * k):
         raise ValueError("Cannot perform Depth To Space operation on the specified tensor. Dimension:1(depth "
@@ -189,11 +194,7 @@ def _d2s_shape(p: BlockParam, data):
 @ranked
 def _s2d_shape(p: BlockParam, data):
     """MXNet's SpaceToDepthOpShape (its messages say Depth To Space too)."""
-    k = p.block_size
-    if len(data) != 4:
-        raise ValueError("Operation Space To Depth requires exactly 4D tensor")
-    if k == 0:
-        raise ValueError("block_size must be a positive integer value")
+    k = _block_prologue(p, data, "Space To Depth")
     _nonzero_dims(data, (0, 1, 2))
     if data[2] > 0 and data[2] % k:
         raise ValueError("Cannot perform Depth To Space operation on the specified tensor. Dimension:2(1st Space "
