@@ -16,7 +16,7 @@ consults ``os.environ``, so a module's cache key is a function of its arguments.
 | ``compile_mode`` | ``AOTEXEC_COMPILE_MODE`` | ``auto`` / ``inprocess`` / ``subprocess`` |
 | ``cache`` | ``AOTEXEC_CACHE`` | compile cache on (default) or off (``0``) |
 | ``cache_dir`` | ``AOTEXEC_CACHE_DIR``, ``XDG_CACHE_HOME`` | compile cache folder |
-| ``shapes`` | ``AOTEXEC_SHAPES`` | ``auto`` (default): a structure's second shape compiles one shape-generic module for all later ones; ``generic`` from the first; ``static``: one module per shape |
+| ``shapes`` | ``AOTEXEC_SHAPES`` | ``auto`` (default): a structure's first two shapes compile static, its third one shape-generic module for all later ones; ``generic`` from the first; ``static``: one module per shape |
 | ``dist_timeout`` | ``AOTEXEC_DIST_TIMEOUT`` | seconds a collective (``aotexec.distributed``) may wait for the other ranks |
 """
 from __future__ import annotations

@@ -6,11 +6,12 @@ target, grad_req, recomputation policy, layout, and each variable's rank and emp
 (``symbolic.shape_pattern``).  A binding then costs a guard check and filling in its port
 shapes: no lowering, no compile.
 
-Policy (``Options.shapes``): ``auto`` compiles the first shape of a structure static (fixed
-shapes give IREE's codegen static tiles: the fast path of a net bound once) and the second
-distinct shape generic, which then serves every later shape it covers; ``generic`` goes
-generic from the first binding, ``static`` never.  Only llvm-cpu and the planned entry points
-executors call (forward_infer / forward_train / backward / train_step); a structure whose
+Policy (``Options.shapes``): ``auto`` compiles the first ``STATIC_SHAPES`` distinct shapes of a
+structure static (fixed shapes give IREE's codegen static tiles, data tiling and resident
+weights: a net served at batch 1 and batch 16 runs both at full speed; a generic SqueezeNet ran
+its batch-16 step 3.7x slower) and the next one generic, which then serves every later shape it
+covers; ``generic`` goes generic from the first binding, ``static`` never.  Only llvm-cpu and
+the planned entry points executors call (forward_infer / forward_train / backward / train_step); a structure whose
 trace or compile fails is compiled static per shape, as before.
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ _log = logging.getLogger("aotexec.pipeline")
 GENERIC_FLAGS = ("--iree-dispatch-creation-enable-aggressive-fusion=false",)
 MAX_TRACES = 4
 MAX_PROGRAMS = 8        # per structure: more means its pins (e.g. spatial sizes) vary; compile static
+STATIC_SHAPES = 2       # auto: distinct shapes of a structure compiled static before going generic
 GENERIC_MODES = {"forward_infer", "forward_train", "backward", "train_step"}
 
 
@@ -95,7 +97,7 @@ def wanted(skey: str, shapes_key: str, options: Options) -> bool:
         if skey in _failed or len(_programs.get(skey, ())) >= MAX_PROGRAMS:
             return False
         seen = _static_shapes.setdefault(skey, set())
-        if options.shapes == "generic" or (seen and shapes_key not in seen):
+        if options.shapes == "generic" or (len(seen) >= STATIC_SHAPES and shapes_key not in seen):
             return True
         seen.add(shapes_key)
         return False
