@@ -418,6 +418,10 @@ class ArtifactProvider:
         return art.program(ctx, k, art.resident_specs[k] is not None and
                            resident_wanted(modes, reqs, ctx.target, art.options.resident))
 
+    def check_gradients(self, symbol, wrt: list[str]) -> None:
+        """Nothing to check: the artifact's training programs were compiled with their gradients
+        (a binding they do not cover fails in ``find_variant``)."""
+
     def debug_str(self, symbol, typing, wrt: list[str]) -> str:
         from .debug_str import render   # graph passes only: no compiler needed
         return render(symbol, typing, wrt, self.mirror)

@@ -151,7 +151,7 @@ def _total(counts: dict[str, dict[str, int]]) -> dict[str, int]:
 def test_resnet18_training_module_grows_with_the_layers_not_the_tensors():
     """ResNet-18 at 224x224 (issue 16: batch 2 emitted 55,878 ops, 25,528 slices, one per
     output pixel of the stem's weight gradient): a few hundred ops per layer in each training
-    function, the same ops at 112x112 and at batch 2; batch 1 adds only the zero second
+    function, the same ops at batch 2 (and at 112x112 up to elided zero pads); batch 1 adds only the zero second
     batch row of the stem's direct weight gradient (conv_forms.weight_grad)."""
     sym = resnet18_v1()
     layers = 21
@@ -159,7 +159,13 @@ def test_resnet18_training_module_grows_with_the_layers_not_the_tensors():
     assert all(sum(c.values()) < 300 * layers for c in base.values()), {k: sum(c.values()) for k, c in base.items()}
     assert all(sum(c.values()) < 300 * layers
                for c in _training_ops(sym, (16, 3, 224, 224), reductions="blocks").values())
-    assert _training_ops(sym, (16, 3, 112, 112)) == base
+    # at 112x112 the same ops but for zero-width pads elided where a strided layer's phases
+    # (ops.conv.strided_data_grad_nhwc) meet other sizes: at most one per strided layer
+    small, strided = _training_ops(sym, (16, 3, 112, 112)), 7
+    for fn, counts in base.items():
+        diff = {k: small[fn].get(k, 0) - counts.get(k, 0) for k in set(counts) | set(small[fn])}
+        assert {k for k, v in diff.items() if v} <= {"pad", "constant"}, (fn, diff)
+        assert all(abs(v) <= strided for v in diff.values()), (fn, diff)
     assert _training_ops(sym, (2, 3, 224, 224)) == base
     one, many = _total(_training_ops(sym, (1, 3, 224, 224))), _total(base)
     assert {k: one[k] - many.get(k, 0) for k in one if one[k] != many.get(k, 0)} == {"pad": 4, "constant": 4}

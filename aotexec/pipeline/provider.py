@@ -6,6 +6,7 @@ from typing import Sequence
 from ..debug_str import render
 from ..graph import IndexedGraph
 from ..options import Options
+from ..passes.gradient import check_differentiable
 from ..passes.infer import Typing
 from ..runtime.context import Context
 from ..runtime.program import Program, resident_wanted
@@ -35,6 +36,9 @@ class CompileProvider:
                                               mirror="none" if monitor else self.options.mirror,
                                               monitor=monitor, resident=resident, shape_generic=True)
         return Program(ctx, vmfb, spec, traced=monitor is not None)
+
+    def check_gradients(self, symbol, wrt: list[str]) -> None:
+        check_differentiable(symbol._outputs, wrt)
 
     def debug_str(self, symbol, typing: Typing, wrt: list[str]) -> str:
         return render(symbol, typing, wrt, self.options.mirror)

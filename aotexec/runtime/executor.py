@@ -20,7 +20,6 @@ from ..signature import Port, Role
 from .bind_args import _as_ndarray, bind_typing
 from .context import Context
 from .index_checks import index_checks, violation
-from ..passes.gradient import check_differentiable
 from .inference_twin import inference_symbol
 from .ndarray import NDArray, array as nd_array, zeros as nd_zeros
 from .program import Program
@@ -77,7 +76,7 @@ class Executor:
         self._grad_req = reqs
         self._programs: dict[tuple[str, ...], Program] = {}
         self._wrt = [n for n in symbol.list_arguments() if reqs[n] != "null"]
-        check_differentiable(symbol._outputs, self._wrt)
+        provider.check_gradients(symbol, self._wrt)
         self._lock = threading.RLock()
         self._local = threading.local()   # per thread: its output arrays
         self._saved: tuple[int, Any] | None = None    # (thread, residuals) of the last forward(is_train=True)

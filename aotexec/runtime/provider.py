@@ -35,6 +35,9 @@ class ProgramProvider(Protocol):
         """The program holding ``modes`` for these shapes, grad_req and context; ``monitor``
         ("outputs" | "all"): the traced debug build."""
 
+    def check_gradients(self, symbol, wrt: list[str]) -> None:
+        """Raise at bind, as MXNet does, where gradients for ``wrt`` cannot be built."""
+
     def debug_str(self, symbol, typing: Typing, wrt: list[str]) -> str:
         """``Executor.debug_str()``: the graph the programs run and its memory plan."""
 
