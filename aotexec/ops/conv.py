@@ -174,7 +174,7 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
 def _conv_layout(q: LayoutQuery) -> ChannelsLast | None:
     """NHWC out (whatever the input's layout: an NCHW one is transposed, fenced)."""
     p = q.params
-    if _conv2d(p) and q.four_d(0) :
+    if _conv2d(p) and q.four_d(0):
         return ChannelsLast("conv", first_nhwc(q.num_outputs), lower=_conv_nhwc_lower)
     return None
 
