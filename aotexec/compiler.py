@@ -64,6 +64,7 @@ class CompileOptions:
     cuda_arch: str = "sm_80"  # 3.13 has no sm_90 entry; sm_80 PTX is JIT-compiled on Hopper
     opt_level: str = "O2"  # IREE's default is O0
     data_tiling: bool = True  # off by default in IREE; llvm-cpu only
+    large_vectors: bool = False  # llvm-cpu: let codegen keep vectors over its size check (a fallback)
     extra_flags: tuple[str, ...] = ()
 
 
@@ -75,6 +76,11 @@ class CompileError(AotexecError):
         self.target = target
         self.nodes = nodes
         self.diagnostics = diagnostics
+
+
+CONST_EXPR_GROWTH_BYTES = 1 << 40
+# a global (not session) LLVM option: only iree-compile, the subprocess, takes it
+LARGE_VECTORS_FLAG = "--iree-llvmcpu-fail-on-large-vector=false"
 
 
 def iree_flags(opts: CompileOptions) -> list[str]:
@@ -89,7 +95,14 @@ def iree_flags(opts: CompileOptions) -> list[str]:
             # IREE demotes f64 to f32 by default, which changes the ABI under the caller
             "--iree-input-demote-f64-to-f32=false",
             f"--iree-llvmcpu-stack-allocation-limit={DISPATCH_STACK_BYTES}",
+            # hoist weight transforms of resident parameters (layout changes, data-tiling packs,
+            # Winograd's G w G^T) into the module's initializer whatever their size: IREE's
+            # default (1 MB of growth) left ResNet-50's packed 1x1 weights and the Winograd
+            # weights of 512-channel layers computed at every call
+            f"--iree-opt-const-expr-max-size-increase-threshold={CONST_EXPR_GROWTH_BYTES}",
         ]
+        if opts.large_vectors:
+            flags.append(LARGE_VECTORS_FLAG)
         plain_x86 = opts.cpu.lower() in _NO_DATA_TILING_CPUS and _arch(target_triple(opts)) == "x86_64"
         if opts.data_tiling and not plain_x86:
             flags.append("--iree-opt-data-tiling")
@@ -301,14 +314,18 @@ def _die_with_parent() -> None:
         pass
 
 
-def _compile_subprocess(mlir_text: str, flags: list[str], opts: CompileOptions) -> bytes:
+def _compile_subprocess(mlir_text: str, flags: list[str], opts: CompileOptions, timeout: float | None = None) -> bytes:
     from iree.compiler.tools.binaries import find_tool
 
     cmd = [find_tool("iree-compile"), "-", "-o", "-", *flags]
     # run() kills the child on an exception here (KeyboardInterrupt, a timeout); the death
     # signal covers the parent being killed outright
-    proc = subprocess.run(cmd, input=mlir_text.encode(), capture_output=True,
-                          preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    try:
+        proc = subprocess.run(cmd, input=mlir_text.encode(), capture_output=True, timeout=timeout,
+                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    except subprocess.TimeoutExpired:
+        raise CompileError(f"IREE compilation of {_describe(opts)} took over {timeout:.0f} s and was stopped",
+                           target=opts.target, nodes=[], diagnostics=[f"timed out after {timeout:.0f} s"]) from None
     if proc.returncode != 0:
         stderr = proc.stderr.decode("utf-8", "replace")
         raise _format_failure(
@@ -355,7 +372,7 @@ def _choose_mode(mlir_text: str, mode: str) -> str:
 
 
 def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None = None,
-                 options: Options | None = None) -> bytes:
+                 options: Options | None = None, timeout: float | None = None) -> bytes:
     """StableHLO/MLIR text -> vmfb bytes. Raises CompileError (an AotexecError).
 
     ``options`` (default: from the environment) gives the cache and the compile mode;
@@ -370,6 +387,8 @@ def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None
             return hit
     check_cpu_name(opts)     # before the in-process compiler, which LLVM would abort on a bad name
     mode = _choose_mode(mlir_text, options.compile_mode)
+    if LARGE_VECTORS_FLAG in flags or timeout is not None:
+        mode = "subprocess"
     t0 = time.perf_counter()
     if mode == "inprocess":
         try:
@@ -379,7 +398,8 @@ def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None
             mode = "subprocess"
     what = f"{_describe(opts)} module {_functions(mlir_text)}"
     with _progress(what):
-        vmfb = (_compile_inprocess if mode == "inprocess" else _compile_subprocess)(mlir_text, flags, opts)
+        vmfb = (_compile_inprocess(mlir_text, flags, opts) if mode == "inprocess"
+                else _compile_subprocess(mlir_text, flags, opts, timeout))
     _log.debug(
         "compiled %s (%d chars) -> %d bytes in %.3f s [%s]%s",
         what, len(mlir_text), len(vmfb), time.perf_counter() - t0, mode,

@@ -16,6 +16,12 @@ from .emitter_dims import DynamicDims
 from .mlir_values import MLIR_DTYPES, Value, tensor_type, value_shape  # noqa: F401 (re-exported)
 from .symbolic import Dim, any_dynamic, same_shape
 
+def _moves_no_data(shape, perm) -> bool:
+    """Whether transposing ``shape`` by ``perm`` keeps the non-unit axes in order (a reshape)."""
+    moved = [p for p in perm if shape[p] != 1]
+    return moved == sorted(moved)
+
+
 def mlir_string(text: str) -> str:
     """``text`` as an MLIR string literal body: printable ASCII as is, ``"``, ``\\`` and every
     other byte of its UTF-8 as ``\\XX`` (names come from user files)."""
@@ -67,6 +73,7 @@ class Emitter(DynamicDims):
         self._n = 0
         self._layout_of_arg: dict[str, list[int]] = {}   # value -> lines of its layout chain from an argument
         self._transposed: dict[str, tuple[Value, tuple[int, ...]]] = {}   # transpose result -> (source, perm)
+        self._free_transposes: set[str] = set()     # transposes emitted as reshapes: no layout to fence
         self._fenced_view: dict[str, tuple[Value, tuple[int, ...]]] = {}  # value -> (fenced transpose, perm)
         self._dim_sources: dict[tuple, tuple[Value, int]] = {}   # dynamic dim (polynomial) -> (argument, axis)
         self._dim_values: dict[tuple, Value] = {}                # dynamic dim -> its tensor<i64>, in the prologue
@@ -203,6 +210,10 @@ class Emitter(DynamicDims):
         perm = tuple(perm)
         if perm == tuple(range(x.ndim)):
             return x
+        if not any_dynamic(x.shape) and _moves_no_data(x.shape, perm):
+            y = self.reshape(x, tuple(x.shape[p] for p in perm))
+            self._free_transposes.add(y.name)
+            return y
         y = self.op("stablehlo.transpose", [x], tuple(x.shape[p] for p in perm), x.dtype,
                     attrs=f"permutation = {_array(perm)}")
         self._transposed[y.name] = (x, perm)
@@ -211,7 +222,8 @@ class Emitter(DynamicDims):
     def fenced_transpose(self, x: Value, perm: Sequence[int]) -> Value:
         """``x`` transposed behind a barrier, remembered (with ``x``'s own transpose source)
         so that ``reduce`` can read it instead of ``x``."""
-        y = self.barrier(self.transpose(x, perm))
+        t = self.transpose(x, perm)
+        y = t if t.name in self._free_transposes else self.barrier(t)
         self._fenced_view[x.name] = (y, tuple(perm))
         if x.name in self._transposed:
             src, first = self._transposed[x.name]
@@ -359,6 +371,8 @@ class Emitter(DynamicDims):
         memory (EmplaceTransients packs them with overlapping lifetimes), so a layout change
         of a function argument (a weight) is fenced at the top of the function instead: all
         those fences share one small region rather than splitting the function at each use."""
+        if v.name in self._free_transposes:
+            return v
         chain = self._layout_of_arg.get(v.name)
         if chain is None:
             return self.barrier(v)

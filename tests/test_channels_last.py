@@ -28,6 +28,12 @@ CONVS = {   # name: (input shape, Convolution kwargs); covers im2col (C <= 4), s
     "g": ((1, 3, 11, 11), dict(kernel=(7, 7), stride=(2, 2), pad=(3, 3), num_filter=4)),
     "h": ((2, 1, 9, 9), dict(kernel=(5, 5), num_filter=3)),
 }
+DEPTHWISE = {   # one input and output channel per group: MobileNet's 3x3 at strides 1 and 2, and odd ones
+    "dw1": ((2, 4, 7, 6), dict(kernel=(3, 3), pad=(1, 1), num_filter=4, num_group=4)),
+    "dw2": ((1, 3, 8, 9), dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=3, num_group=3, no_bias=True)),
+    "dw3": ((2, 4, 9, 8), dict(kernel=(3, 2), stride=(2, 1), dilate=(1, 2), pad=(1, 0), num_filter=4, num_group=4)),
+}
+CONVS.update(DEPTHWISE)
 
 
 def _net(name: str):
@@ -38,7 +44,7 @@ def _net(name: str):
 
 def _location(name: str, rng) -> dict:
     shape, kw = CONVS[name]
-    w = (kw["num_filter"], shape[1]) + kw["kernel"]
+    w = (kw["num_filter"], shape[1] // kw.get("num_group", 1)) + kw["kernel"]
     loc = {"x" + name: rng.uniform(-1, 1, shape), f"conv{name}_weight": rng.uniform(-1, 1, w)}
     if not kw.get("no_bias"):
         loc[f"conv{name}_bias"] = rng.uniform(-1, 1, kw["num_filter"])
@@ -53,7 +59,8 @@ def test_channels_last_rules_are_the_ones_in_use():
     lay = layout.assign(plan.typing.graph, plan.typing.shape_of)
     rules = {n.name: lay.rules.get(id(n)) for n in plan.typing.graph.nodes if n.op is not None}
     for n in names:
-        assert rules["conv" + n] == "conv" and rules[f"conv{n}_backward"] == "conv_grad", rules
+        fwd = "depthwise" if n in DEPTHWISE else "conv"
+        assert rules["conv" + n] == fwd and rules[f"conv{n}_backward"] == fwd + "_grad", rules
 
 
 @pytest.mark.parametrize("name", list(CONVS))

@@ -75,10 +75,13 @@ def test_iree_flags_per_target():
         "--iree-opt-level=O2",
         "--iree-input-demote-f64-to-f32=false",
         "--iree-llvmcpu-stack-allocation-limit=262144",
+        f"--iree-opt-const-expr-max-size-increase-threshold={1 << 40}",
         "--iree-opt-data-tiling",
         "--mlir-timing",
     ]
     assert "--iree-opt-data-tiling" not in C.iree_flags(C.CompileOptions(data_tiling=False))
+    assert C.LARGE_VECTORS_FLAG in C.iree_flags(C.CompileOptions(large_vectors=True))
+    assert C.LARGE_VECTORS_FLAG not in cpu
     assert "--iree-opt-data-tiling" not in C.iree_flags(C.CompileOptions(cpu="generic"))
     assert C.iree_flags(C.CompileOptions(target="vulkan-spirv"))[0] == "--iree-hal-target-device=vulkan"
     cuda = C.iree_flags(C.CompileOptions(target="cuda", cuda_arch="sm_86"))
@@ -305,3 +308,11 @@ def test_long_compile_reports_progress(cache_dir, monkeypatch, caplog):
         C.compile_mlir(_variant("progress"), C.CompileOptions(), use_cache=False)
     msgs = [r.getMessage() for r in caplog.records if r.name == "aotexec.compiler"]
     assert any(m.startswith("compiled llvm-cpu (cpu=host) module (") and m.endswith(" s") for m in msgs), msgs
+
+
+def test_a_compile_past_its_timeout_is_stopped_with_a_compile_error(cache_dir):
+    """The large-vector retry (pipeline.program.compile_with_fallback) runs iree-compile under a
+    time limit; past it the child is killed and the next fallback form is tried."""
+    with pytest.raises(C.CompileError, match="took over 0 s and was stopped"):
+        C.compile_mlir(_variant("timeout"), C.CompileOptions(), timeout=0.01)
+    assert C.compile_mlir(_variant("timeout"), C.CompileOptions(), timeout=300)     # not cached as failed

@@ -152,12 +152,14 @@ def test_resnet18_training_module_grows_with_the_layers_not_the_tensors():
     """ResNet-18 at 224x224 (issue 16: batch 2 emitted 55,878 ops, 25,528 slices, one per
     output pixel of the stem's weight gradient): a few hundred ops per layer in each training
     function, the same ops at batch 2 (and at 112x112 up to elided zero pads); batch 1 adds only the zero second
-    batch row of the stem's direct weight gradient (conv_forms.weight_grad)."""
+    batch row of the stem's direct weight gradient (conv_forms.weight_grad). A Winograd layer
+    (ops/winograd.py: its 16 tile slices and transforms) emits ~120 ops more than a direct one."""
     sym = resnet18_v1()
-    layers = 21
+    layers, per_layer = 21, 400
     base = _training_ops(sym, (16, 3, 224, 224))
-    assert all(sum(c.values()) < 300 * layers for c in base.values()), {k: sum(c.values()) for k, c in base.items()}
-    assert all(sum(c.values()) < 300 * layers
+    assert all(sum(c.values()) < per_layer * layers for c in base.values()), \
+        {k: sum(c.values()) for k, c in base.items()}
+    assert all(sum(c.values()) < per_layer * layers
                for c in _training_ops(sym, (16, 3, 224, 224), reductions="blocks").values())
     # at 112x112 the same ops but for zero-width pads elided where a strided layer's phases
     # (ops.conv.strided_data_grad_nhwc) meet other sizes: at most one per strided layer

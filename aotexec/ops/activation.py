@@ -14,7 +14,8 @@ from ..base import AotexecError
 from ..emitter import rng_bits
 from . import libm
 from .params import Shape
-from .registry import define, differentiable, lowers
+from .nhwc import TO_NCHW, TO_NHWC, ChannelsLast, LayoutQuery
+from .registry import define, differentiable, lays_out, lowers
 from .rules import merge, same_dtype, same_shape
 
 
@@ -276,6 +277,24 @@ def _dropout_lower(ctx, p: DropoutParam, x):
     return [b.mul(x, mask), mask]
 
 
-@differentiable(Dropout, lambda p: ["ograd0", "out1"] if p.p > 0 else ["ograd0"])
+@lays_out(Dropout)
+def _dropout_layout(q: LayoutQuery) -> ChannelsLast | None:
+    """An NHWC input stays NHWC, the mask too (drawn in the logical NCHW order, so a seed
+    gives the same mask in either layout); masks shared along ``axes`` keep the NCHW rule."""
+    if q.params.axes or not (q.nhwc[0] and q.four_d(0)):
+        return None
+    return ChannelsLast("dropout", (True, True), lower=_dropout_nhwc_lower)
+
+
+def _dropout_nhwc_lower(ctx, p: DropoutParam, x):
+    if p.p <= 0 or not (ctx.is_train or p.mode == "always"):
+        return [x, None]
+    b = ctx.b
+    logical = tuple(x.shape[i] for i in TO_NCHW)
+    mask = b.transpose(dropout_mask(b, ctx.rng_state, ctx.node_index, logical, p.p, x.dtype), TO_NHWC)
+    return [b.mul(x, mask), mask]
+
+
+@differentiable(Dropout, lambda p: ["ograd0", "out1"] if p.p > 0 else ["ograd0"], layout_agnostic=True)
 def _dropout_grad(ctx, p: DropoutParam, g, mask=None):
     return [g if mask is None else ctx.b.mul(g, mask)]

@@ -139,9 +139,12 @@ class Row:
     backward: dict[str, Any] = field(default_factory=dict)
 
     def register(self) -> None:
-        op = define(self.name, *self.aliases, **self.declare)
+        # same-shape elementwise ops, forward and backward, compute in whatever layout their
+        # operands are stored (passes.layout); broadcasts need the logical axes
+        flat = {"layout_agnostic": self.kind != "broadcast"}
+        op = define(self.name, *self.aliases, **(flat | self.declare))
         lowers(op)(self.lower)
-        differentiable(op, self.reads, name=_mxnet_backward_name(self.name), **self.backward)(self.grad)
+        differentiable(op, self.reads, name=_mxnet_backward_name(self.name), **(flat | self.backward))(self.grad)
 
 
 def _mxnet_backward_name(name: str) -> str:
@@ -243,17 +246,14 @@ def scalar(name: str, alias: str, fn: Binary, reads: tuple[str, ...] = (), grad:
                lower, ("ograd0",) + reads if grad else (), rule, backward or {})
 
 
-# in place and layout-agnostic, and the backward node layout-agnostic too
-_FLAT = dict(inplace=True, layout_agnostic=True, backward=dict(layout_agnostic=True))
-
 ELEMWISE: tuple[Row, ...] = (
     # --- unary: y = f(x); the gradient g * dy/dx, from the input x or the output y as MXNet reads them
     unary("relu", lambda b, x: b.max(x, 0.0), ("out0",), lambda b, g, y: _mask(b, b.compare(y, 0.0, "GT"), g),
-          inplace=True, layout_agnostic=True, backward=dict(inplace=True, layout_agnostic=True)),
+          inplace=True, backward=dict(inplace=True)),
     unary("sigmoid", lambda b, x: b.logistic(x), ("out0",), lambda b, g, y: b.mul(g, b.mul(y, b.sub(1.0, y))),
-          inplace=True, layout_agnostic=True),
+          inplace=True),
     unary("tanh", lambda b, x: libm.tanh(b, x), ("out0",), lambda b, g, y: b.mul(g, b.sub(1.0, b.mul(y, y))),
-          inplace=True, layout_agnostic=True),
+          inplace=True),
     unary("softsign", lambda b, x: b.div(x, b.add(b.abs(x), 1.0)),
           ("in0",), lambda b, g, x: b.div(g, _sq(b, b.add(b.abs(x), 1.0)))),
     unary("exp", lambda b, x: b.exp(x), ("out0",), lambda b, g, y: b.mul(g, y), inplace=True),
@@ -285,7 +285,7 @@ ELEMWISE: tuple[Row, ...] = (
           ("in0",), lambda b, g, x: b.mul(g, b.rsqrt(b.add(_sq(b, x), 1.0)))),
     unary("arccosh", lambda b, x: _chlo(b, "acosh", x), ("in0",), lambda b, g, x: b.mul(g, _inv_sqrt_1m(b, x, 1.0))),
     unary("arctanh", lambda b, x: _chlo(b, "atanh", x), ("in0",), lambda b, g, x: b.div(g, b.sub(1.0, _sq(b, x)))),
-    unary("negative", lambda b, x: b.neg(x), (), lambda b, g: b.neg(g), inplace=True, layout_agnostic=True),
+    unary("negative", lambda b, x: b.neg(x), (), lambda b, g: b.neg(g), inplace=True),
     unary("reciprocal", lambda b, x: b.div(1.0, x), ("in0",), lambda b, g, x: b.neg(b.div(g, _sq(b, x)))),
     unary("floor", lambda b, x: b.unary("floor", x), zero_grad=True),
     unary("ceil", lambda b, x: b.unary("ceil", x), zero_grad=True),
@@ -301,10 +301,10 @@ ELEMWISE: tuple[Row, ...] = (
     unary("radians", lambda b, x: b.mul(x, math.pi / 180.0), (), lambda b, g: b.mul(g, math.pi / 180.0)),
     unary("logical_not", lambda b, x: _as(b, b.compare(x, 0.0, "EQ"), x), zero_grad=True),
     # --- binary, same shape
-    binary("elemwise_add", ADD, ("_Plus", "_add", "_plus"), inplace=True, layout_agnostic=True, clone_gradient=True,
-           backward=dict(identity_outputs=(0, 1), layout_agnostic=True)),
-    binary("elemwise_sub", SUB, ("_Minus", "_sub", "_minus"), **_FLAT),
-    binary("elemwise_mul", MUL, ("_Mul", "_mul"), **_FLAT),
+    binary("elemwise_add", ADD, ("_Plus", "_add", "_plus"), inplace=True, clone_gradient=True,
+           backward=dict(identity_outputs=(0, 1))),
+    binary("elemwise_sub", SUB, ("_Minus", "_sub", "_minus"), inplace=True),
+    binary("elemwise_mul", MUL, ("_Mul", "_mul"), inplace=True),
     binary("elemwise_div", DIV, ("_Div", "_div")),
     binary("_mod", MOD, ("_Mod",)),
     binary("_power", POWER, ("_Power",)),
@@ -340,11 +340,11 @@ ELEMWISE: tuple[Row, ...] = (
     broadcast("broadcast_logical_or", LOGICAL_OR),
     broadcast("broadcast_logical_xor", LOGICAL_XOR),
     # --- scalar: the gradient g * d/dx of fn(x, s) (of fn(s, x) when reverse)
-    scalar("_plus_scalar", "_PlusScalar", ADD, (), lambda b, g, s: g, **_FLAT),
-    scalar("_minus_scalar", "_MinusScalar", SUB, (), lambda b, g, s: g, **_FLAT),
-    scalar("_rminus_scalar", "_RMinusScalar", SUB, (), lambda b, g, s: b.neg(g), reverse=True, **_FLAT),
-    scalar("_mul_scalar", "_MulScalar", MUL, (), lambda b, g, s: b.mul(g, s), **_FLAT),
-    scalar("_div_scalar", "_DivScalar", DIV, (), lambda b, g, s: b.div(g, s), **_FLAT),
+    scalar("_plus_scalar", "_PlusScalar", ADD, (), lambda b, g, s: g, inplace=True),
+    scalar("_minus_scalar", "_MinusScalar", SUB, (), lambda b, g, s: g, inplace=True),
+    scalar("_rminus_scalar", "_RMinusScalar", SUB, (), lambda b, g, s: b.neg(g), reverse=True, inplace=True),
+    scalar("_mul_scalar", "_MulScalar", MUL, (), lambda b, g, s: b.mul(g, s), inplace=True),
+    scalar("_div_scalar", "_DivScalar", DIV, (), lambda b, g, s: b.div(g, s), inplace=True),
     scalar("_rdiv_scalar", "_RDivScalar", DIV, ("in0",), lambda b, g, x, s: b.mul(g, b.div(-s, _sq(b, x))),
            reverse=True, inplace=True),
     scalar("_mod_scalar", "_ModScalar", MOD, (), lambda b, g, s: g),
@@ -391,7 +391,7 @@ def _copy_grad(ctx, p, g):
 
 
 block_grad = define("BlockGrad", "stop_gradient", infer_shape=same_shape, infer_type=same_dtype, listed_inputs=False,
-                    inplace=True, identity_outputs=(0,), zero_grad=True)
+                    inplace=True, identity_outputs=(0,), zero_grad=True, layout_agnostic=True)
 lowers(block_grad)(_identity_lower)
 differentiable(block_grad, ())(_no_grad(1))
 
@@ -403,7 +403,7 @@ class ClipParam:
 
 
 clip = define("clip", params=ClipParam, infer_shape=same_shape, infer_type=same_dtype, inplace=True,
-              listed_inputs=False)
+              listed_inputs=False, layout_agnostic=True)
 
 
 @lowers(clip)
@@ -411,7 +411,7 @@ def _clip_lower(ctx, p: ClipParam, x):
     return ctx.b.clamp(p.a_min, x, p.a_max)
 
 
-@differentiable(clip, ("ograd0", "in0"))
+@differentiable(clip, ("ograd0", "in0"), layout_agnostic=True)
 def _clip_grad(ctx, p: ClipParam, g, x):
     """MXNet clip_grad: passes where a_min <= x <= a_max (bounds inclusive)."""
     b = ctx.b

@@ -1,0 +1,76 @@
+"""Winograd F(2x2, 3x3) convolutions (ops/winograd.py): 3x3 stride-1 layers of 128 channels or
+more, forward (inference and training) and the gradients around it, against numpy in float64."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aotexec as ax
+from aotexec import pipeline
+from aotexec.ops import winograd
+from aotexec.runtime.bind_args import bind_typing
+
+S = ax.sym
+
+
+def _conv_nchw(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = xp.shape[2] - 2, xp.shape[3] - 2
+    return sum(np.einsum("nchw,fc->nfhw", xp[:, :, i:i + oh, j:j + ow], w[:, :, i, j])
+               for i in range(3) for j in range(3))
+
+
+def _net(pad: int, f: int):
+    """conv -> square -> sum: the head gradient (2 y) reaches the convolution channels-last."""
+    y = S.Convolution(S.Variable("data"), kernel=(3, 3), pad=(pad, pad), num_filter=f, name="conv")
+    return S.MakeLoss(S.sum(S.elemwise_mul(y, y)))
+
+
+@pytest.mark.parametrize("shape,pad,f", [((2, 128, 5, 6), 1, 128),     # odd output rows: a cropped tile
+                                         ((1, 160, 6, 6), 0, 128),     # valid convolution
+                                         ((1, 128, 4, 5), 2, 136)])    # wider output, pad 2
+def test_winograd_forward_and_gradients_match_numpy(shape, pad, f):
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    w = rng.uniform(-0.1, 0.1, (f, shape[1], 3, 3)).astype(np.float32)
+    bias = rng.uniform(-1, 1, f).astype(np.float32)
+    ex = _net(pad, f).simple_bind(ax.cpu(), grad_req="write", data=shape)
+    ex.arg_dict["data"][:] = x
+    ex.arg_dict["conv_weight"][:] = w
+    ex.arg_dict["conv_bias"][:] = bias
+    ex.forward(is_train=True)
+    ex.backward()
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    y = _conv_nchw(x64, w64, pad) + bias[None, :, None, None]
+    np.testing.assert_allclose(ex.outputs[0].asnumpy(), (y * y).sum(), rtol=1e-5)
+    g = 2 * y
+    # d data: the head gradient convolved with the flipped kernel, channels swapped
+    dx = _conv_nchw(g, np.flip(w64, (2, 3)).transpose(1, 0, 2, 3), 2 - pad)
+    gp = np.pad(x64, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = g.shape[2:]
+    dw = np.stack([np.stack([np.einsum("nfhw,nchw->fc", g, gp[:, :, i:i + oh, j:j + ow]) for j in range(3)], -1)
+                   for i in range(3)], -2)
+    for name, ref in (("data", dx), ("conv_weight", dw), ("conv_bias", g.sum((0, 2, 3)))):
+        got = ex.grad_dict[name].asnumpy()
+        err = np.abs(got - ref).max() / np.abs(ref).max()
+        assert err < 1e-5, (name, err)
+    # inference (resident weights: the weight transform runs once, at load)
+    inf = _net(pad, f).simple_bind(ax.cpu(), grad_req="null", data=shape)
+    inf.copy_params_from({"conv_weight": ax.nd.array(w), "conv_bias": ax.nd.array(bias)})
+    inf.arg_dict["data"][:] = x
+    inf.forward(is_train=False)
+    np.testing.assert_allclose(inf.outputs[0].asnumpy(), (y * y).sum(), rtol=1e-5)
+
+
+def test_winograd_is_the_form_emitted_for_wide_3x3_layers_only():
+    def batched_matmuls(c: int, shape) -> int:
+        sym = S.Convolution(S.Variable("data"), kernel=(3, 3), pad=(1, 1), num_filter=c, name="conv")
+        typing = bind_typing(sym, {"data": shape}, {})
+        text, _ = pipeline.entry_points(sym, typing, ["forward_infer"], None, "auto", channels_last=True)
+        return text.count(f"tensor<16x{shape[0] * ((shape[2] + 1) // 2) * ((shape[3] + 1) // 2)}x{c}xf32>")
+    assert batched_matmuls(128, (2, 128, 8, 8)) > 0
+    assert batched_matmuls(64, (2, 64, 8, 8)) == 0
+    assert winograd.applies((3, 3), (1, 1), (1, 1), 128, 128, (1, 8, 8, 128))
+    assert not winograd.applies((3, 3), (2, 2), (1, 1), 128, 128, (1, 8, 8, 128))
+    assert not winograd.applies((3, 3), (1, 1), (2, 2), 128, 128, (1, 8, 8, 128))
+    assert not winograd.applies((5, 5), (1, 1), (1, 1), 128, 128, (1, 8, 8, 128))
