@@ -410,6 +410,15 @@ def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None
     return vmfb
 
 
+def remember_as(mlir_text: str, opts: CompileOptions, vmfb: bytes, options: Options | None = None) -> None:
+    """Cache ``vmfb`` (compiled from another form of the module, a fallback) under the key of
+    ``mlir_text`` with ``opts``, so the next bind does not pay the failing compile again."""
+    options = options or Options.from_env()
+    if options.cache:
+        compile_cache.store(options.cache_dir, compile_cache.cache_key(mlir_text, iree_flags(opts), compiler_version()),
+                            vmfb)
+
+
 # ---------------------------------------------------------------- verify
 
 _verify_local = threading.local()

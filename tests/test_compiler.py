@@ -316,3 +316,23 @@ def test_a_compile_past_its_timeout_is_stopped_with_a_compile_error(cache_dir):
     with pytest.raises(C.CompileError, match="took over 0 s and was stopped"):
         C.compile_mlir(_variant("timeout"), C.CompileOptions(), timeout=0.01)
     assert C.compile_mlir(_variant("timeout"), C.CompileOptions(), timeout=300)     # not cached as failed
+
+
+def test_a_fallback_module_is_cached_under_the_first_forms_key(cache_dir):
+    """compile_with_fallback: the form that compiled is remembered for the one that failed, so
+    the next bind (another process) does not pay the failing compile again."""
+    from aotexec.options import Options
+    from aotexec.pipeline.program import compile_with_fallback
+
+    forms = {"blocks": UNLOWERABLE, "whole": _variant("whole form")}
+    built = []
+
+    def build(reductions: str):
+        built.append(reductions)
+        return forms[reductions], f"spec {reductions}"
+    vmfb, _ = compile_with_fallback(build, "blocks", C.CompileOptions(), Options.from_env())
+    assert built == ["blocks", "whole"]
+    C.clear_memory_cache()
+    s0 = C.cache_stats()
+    assert C.compile_mlir(UNLOWERABLE, C.CompileOptions()) == vmfb
+    assert _delta(s0, C.cache_stats())["hits_disk"] == 1
