@@ -14,17 +14,25 @@ import numpy as np
 from ..emitter import Emitter, Value
 from ..symbolic import any_dynamic
 
-# the narrowest layers it pays on (llvm-cpu, batch 16, docs/PERFORMANCE.md): at 64 channels the
-# transforms' memory traffic outweighs the saved multiplies (56x56x64 36 -> 44 ms), at 128 and
-# more it wins (28x28x128 36 -> 31 ms, 14x14x256 35 -> 23, 7x7x512 41 -> 24)
+# where it pays (llvm-cpu, docs/PERFORMANCE.md): layers of >= 128 channels (batch 16: 28x28x128
+# 36 -> 31 ms, 14x14x256 35 -> 23, 7x7x512 41 -> 24), and 64-channel ones while the transformed
+# input tiles (16 x tiles x channels floats) stay in cache (56x56x64 at batch 1: 2.24 -> 1.79 ms;
+# at batch 16, 51 MB of tiles, 36 -> 44 ms; SqueezeNet's 64-channel expand layers: b16 110 -> 98 ms)
 MIN_CHANNELS = 128
+MIN_CHANNELS_SMALL = 64
+SMALL_TILES_BYTES = 4 << 20
 
 
 def applies(kernel, stride, dilate, channels_in: int, channels_out: int, shape) -> bool:
-    """Whether a 2-D convolution runs as Winograd F(2x2, 3x3): 3x3, stride 1, undilated,
-    wide enough, of static shape."""
-    return (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilate) == (1, 1)
-            and min(channels_in, channels_out) >= MIN_CHANNELS and not any_dynamic(shape))
+    """Whether a 2-D convolution of the NHWC input ``shape`` runs as Winograd F(2x2, 3x3):
+    3x3, stride 1, undilated, static, and wide enough."""
+    if not (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilate) == (1, 1)
+            and not any_dynamic(shape)):
+        return False
+    c = min(channels_in, channels_out)
+    n, h, w = shape[:3]
+    tiles = 16 * n * ((h + 1) // 2) * ((w + 1) // 2) * channels_in * 4
+    return c >= MIN_CHANNELS or (c >= MIN_CHANNELS_SMALL and tiles <= SMALL_TILES_BYTES)
 
 
 B_T = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
