@@ -16,6 +16,7 @@ from .emitter_dims import DynamicDims
 from .mlir_values import MLIR_DTYPES, Value, tensor_type, value_shape  # noqa: F401 (re-exported)
 from .symbolic import Dim, any_dynamic, same_shape
 
+
 def _moves_no_data(shape, perm) -> bool:
     """Whether transposing ``shape`` by ``perm`` keeps the non-unit axes in order (a reshape)."""
     moved = [p for p in perm if shape[p] != 1]

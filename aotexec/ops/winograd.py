@@ -3,8 +3,9 @@
 Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks" (2016): each 2x2 output
 tile is A^T [(G g G^T) * (B^T d B)] A for the 4x4 input tile d around it. Written in
 StableHLO so IREE sees three ordinary pieces: the input transform (strided slices and
-adds, one elementwise dispatch), 16 independent (C x F) matmuls batched in one
-``dot_general``, and the output transform (adds, a transpose into NHWC). The weight
+adds; IREE 3.13 splits it into several elementwise dispatches and packs V for the matmul),
+16 independent (C x F) matmuls batched in one ``dot_general``, and the output transform
+(adds, an interleave into NHWC). The weight
 transform is two small matmuls with constant matrices (hoisted when the weight is resident).
 """
 from __future__ import annotations
