@@ -27,6 +27,12 @@ CONVS = {   # name: (input shape, Convolution kwargs); covers im2col (C <= 4), s
     # kernels over conv_forms.MAX_OFFSETS: the direct weight gradient (a ResNet stem at batch 1; LeNet's conv1)
     "g": ((1, 3, 11, 11), dict(kernel=(7, 7), stride=(2, 2), pad=(3, 3), num_filter=4)),
     "h": ((2, 1, 9, 9), dict(kernel=(5, 5), num_filter=3)),
+    # one-axis kernels (conv_forms.one_axis_nhwc): Inception's 1x7 / 7x1, dilated, a pad past the
+    # kernel (the data gradient crops), strided (its data gradient keeps the phase form)
+    "i": ((2, 5, 6, 9), dict(kernel=(1, 7), pad=(0, 3), num_filter=4)),
+    "j": ((1, 4, 9, 5), dict(kernel=(3, 1), dilate=(2, 1), pad=(2, 0), num_filter=3, no_bias=True)),
+    "k": ((2, 3, 5, 6), dict(kernel=(1, 3), pad=(1, 3), num_filter=4)),
+    "l": ((1, 4, 9, 7), dict(kernel=(5, 1), stride=(2, 1), pad=(2, 0), num_filter=3)),
 }
 DEPTHWISE = {   # one input and output channel per group: MobileNet's 3x3 at strides 1 and 2, and odd ones
     "dw1": ((2, 4, 7, 6), dict(kernel=(3, 3), pad=(1, 1), num_filter=4, num_group=4)),

@@ -228,3 +228,22 @@ def test_dense_block_concatenations_stay_channels_last():
         return {fn: len(re.findall(r'"stablehlo.transpose".*: \(tensor<2x(?:\d+x16x16|16x16x\d+)x', body))
                 for fn, body in zip(TRAIN_STEPS, text.split("func.func @")[1:])}
     assert map_transposes(2) == map_transposes(6)
+
+
+def test_one_axis_kernels_are_matmuls_forward_and_data_gradient():
+    """Inception's factorized 1x7 / 7x1 layers (conv_forms.one_axis_nhwc): forward and data
+    gradient each one dot_general over the joined windows, no convolution op (IREE 3.13 ran
+    those scalar), whether the head gradient arrives channels-last (a global pool) or NCHW (a
+    sum); the weight gradient stays one contraction per offset."""
+    for head in ("pool", "sum"):
+        x = ax.sym.Convolution(ax.sym.Variable("data"), kernel=(1, 7), pad=(0, 3), num_filter=8, name="c17")
+        x = ax.sym.square(ax.sym.Convolution(x, kernel=(7, 1), pad=(3, 0), num_filter=8, name="c71"))
+        x = ax.sym.Pooling(x, global_pool=True, pool_type="avg", kernel=(1, 1)) if head == "pool" else x
+        sym = ax.sym.MakeLoss(ax.sym.sum(x))
+        typing = bind_typing(sym, {"data": (2, 6, 17, 17)}, {})
+        reqs = {n: "write" for n in sym.list_arguments()}
+        text, _ = pipeline.entry_points(sym, typing, ["forward_infer", "backward"], reqs, "auto", channels_last=True)
+        infer, backward = (_op_counts(body) for body in text.split("func.func @")[1:])
+        assert infer.get("convolution", 0) == 0 and infer["dot_general"] == 2, (head, infer)
+        # two data gradients, and 7 offset contractions per weight gradient
+        assert backward.get("convolution", 0) == 0 and backward["dot_general"] == 2 + 2 * 7, (head, backward)

@@ -8,7 +8,7 @@ from typing import Optional
 
 from ..emitter import Emitter, Value
 from ..symbolic import any_dynamic
-from .conv_forms import MAX_OFFSETS, convolution, windows, weight_grad, weight_grad_offsets
+from .conv_forms import MAX_OFFSETS, convolution, one_axis, one_axis_nhwc, windows, weight_grad, weight_grad_offsets
 from .nhwc import NHWC_SPATIAL, TO_NCHW, ChannelsLast, LayoutQuery, first_nhwc, to_nhwc
 from .params import Shape
 from . import winograd
@@ -171,6 +171,9 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
         x = b.slice(x, (0, 0, 0, 0), (x.shape[0], (out_shape[1] - 1) * stride[0] + 1,
                                       (out_shape[2] - 1) * stride[1] + 1, x.shape[3]), (1, stride[0], stride[1], 1))
         stride, pad = (1, 1), (0, 0)
+    if one_axis(p.kernel) and not any_dynamic(x.shape):
+        y = one_axis_nhwc(b, x, _hwio(b, w), tuple(out_shape), stride, [(q, q) for q in pad], dilate)
+        return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
     if winograd.applies(p.kernel, stride, dilate, x.shape[3], out_shape[3], x.shape):
         y = winograd.conv3x3_nhwc(b, x, winograd.weight_transform(b, w), tuple(out_shape), pad)
         return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
@@ -228,7 +231,10 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
         wt = b.fence(b.transpose(b.reverse(w, [2, 3]), (2, 3, 0, 1)))              # (KH, KW, O, C)
         pads = [(d * (k - 1) - q, xi - s * (gi - 1) - 1 + q)
                 for xi, gi, k, s, d, q in zip((h, wd), (oh, ow), kernel, stride, dilate, pad)]
-        dx = _conv_nhwc_any_pad(b, g, wt, (n, h, wd, c), pads, stride, dilate)
+        if one_axis(kernel) and all(s == 1 for s in stride) and not any_dynamic(g.shape):
+            dx = one_axis_nhwc(b, g, wt, (n, h, wd, c), (1, 1), pads, dilate)
+        else:
+            dx = _conv_nhwc_any_pad(b, g, wt, (n, h, wd, c), pads, stride, dilate)
     if not x_nhwc:
         dx = b.transpose(dx, TO_NCHW)
     # weight: one (N*OH*OW)-contraction per kernel offset, of g with the offset's input slice
