@@ -203,12 +203,18 @@ def test_channels_last_concat_and_its_gradient():
     (7, dict(kernel=(3, 3), stride=(2, 2), pooling_convention="full")),               # last window overhangs
     (6, dict(kernel=(2, 3), stride=(1, 2), pad=(0, 1))),
     (9, dict(kernel=(3, 3), stride=(2, 2))),                                           # last row unused
+    (6, dict(kernel=(3, 3), stride=(1, 1), pad=(1, 1), pool_type="avg")),             # Inception's average pools
+    (7, dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="avg", count_include_pad=False)),
+    (7, dict(kernel=(3, 2), stride=(2, 1), pool_type="avg", pooling_convention="full")),
+    (6, dict(kernel=(3, 3), stride=(1, 2), pad=(1, 0), pool_type="sum")),
 ])
-def test_channels_last_overlapping_max_pooling(size, pool):
-    """conv -> relu -> overlapping max pool -> conv -> flatten -> fc, forward, every gradient and
-    the pooled values: the channels-last rules against the NCHW build and numpy's max pool."""
+def test_channels_last_overlapping_pooling(size, pool):
+    """conv -> relu -> overlapping max / average / sum pool -> conv -> flatten -> fc, forward,
+    every gradient and the pooled values: the channels-last rules against the NCHW build and
+    numpy's pooling."""
+    pool = {"pool_type": "max", **pool}
     x = S.Activation(S.Convolution(V("x"), kernel=(3, 3), pad=(1, 1), num_filter=5, name="c1"), act_type="relu")
-    y = S.Pooling(x, pool_type="max", name="pool", **pool)
+    y = S.Pooling(x, name="pool", **pool)
     net = S.FullyConnected(S.Flatten(S.Convolution(y, kernel=(1, 1), num_filter=4, name="c2")),
                            num_hidden=3, name="fc")
     net = S.Group([net, y])
@@ -218,7 +224,7 @@ def test_channels_last_overlapping_max_pooling(size, pool):
     plan = pipeline.training_plan(net, t, {n: "write" for n in net.list_arguments()})
     lay = layout.assign(plan.typing.graph, plan.typing.shape_of)
     rules = {n.name: lay.rules.get(id(n)) for n in plan.typing.graph.nodes if n.op is not None}
-    assert rules["pool"] == "overlapping_max_pool" and rules["pool_backward"] == "overlapping_max_pool_grad", rules
+    assert rules["pool"] == "overlapping_pool" and rules["pool_backward"] == "overlapping_pool_grad", rules
     arg_shapes, _, _ = net.infer_shape(**shapes)
     loc = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in zip(net.list_arguments(), arg_shapes)}
     _, out_shapes, _ = net.infer_shape(**shapes)
@@ -240,7 +246,8 @@ def test_channels_last_overlapping_max_pooling(size, pool):
     for k in loc:
         np.testing.assert_allclose(g1[k], g2[k], rtol=1e-4, atol=1e-6, err_msg=k)
     assert np.count_nonzero(g1["x"]) > 0
-    # the pooled map against numpy: relu(conv) recomputed in float64, then windows of the -inf padded map
+    # the pooled map against numpy: relu(conv) recomputed in float64, then windows of the padded
+    # map (average: over the window clipped to the padded input, or to the input itself)
     xs, w, bias = loc["x"].astype(np.float64), loc["c1_weight"].astype(np.float64), loc["c1_bias"].astype(np.float64)
     xp = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)))
     conv = sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + size, j:j + size], w[:, :, i, j])
@@ -249,8 +256,18 @@ def test_channels_last_overlapping_max_pooling(size, pool):
     (kh, kw), (sh, sw) = pool["kernel"], pool["stride"]
     ph, pw = pool.get("pad", (0, 0))
     oh, ow = o1[1].shape[2:]
-    padded = np.full(act.shape[:2] + (oh * sh + kh + 2 * ph, ow * sw + kw + 2 * pw), -np.inf)
+    big = (oh * sh + kh + 2 * ph, ow * sw + kw + 2 * pw)
+    padded = np.full(act.shape[:2] + big, -np.inf if pool["pool_type"] == "max" else 0.0)
     padded[:, :, ph:ph + size, pw:pw + size] = act
-    ref = np.stack([np.stack([padded[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw].max(axis=(2, 3))
-                              for j in range(ow)], -1) for i in range(oh)], -2)
+    count = np.zeros(big)
+    if pool.get("count_include_pad", True):
+        count[:size + 2 * ph, :size + 2 * pw] = 1
+    else:
+        count[ph:ph + size, pw:pw + size] = 1
+    reduce = {"max": lambda v: v.max(axis=(2, 3)), "sum": lambda v: v.sum(axis=(2, 3))}.get(pool["pool_type"])
+
+    def window(i, j):
+        v = padded[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw]
+        return reduce(v) if reduce else v.sum(axis=(2, 3)) / count[i * sh:i * sh + kh, j * sw:j * sw + kw].sum()
+    ref = np.stack([np.stack([window(i, j) for j in range(ow)], -1) for i in range(oh)], -2)
     np.testing.assert_allclose(o1[1], ref, rtol=1e-5, atol=1e-5)

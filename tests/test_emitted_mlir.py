@@ -231,7 +231,7 @@ def test_dense_block_concatenations_stay_channels_last():
 
 
 def test_one_axis_kernels_are_matmuls_forward_and_data_gradient():
-    """Inception's factorized 1x7 / 7x1 layers (conv_forms.one_axis_nhwc): forward and data
+    """Inception's factorized 1x7 / 7x1 layers (conv_forms.im2col_nhwc): forward and data
     gradient each one dot_general over the joined windows, no convolution op (IREE 3.13 ran
     those scalar), whether the head gradient arrives channels-last (a global pool) or NCHW (a
     sum); the weight gradient stays one contraction per offset."""

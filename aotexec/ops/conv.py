@@ -8,7 +8,8 @@ from typing import Optional
 
 from ..emitter import Emitter, Value
 from ..symbolic import any_dynamic
-from .conv_forms import MAX_OFFSETS, convolution, one_axis, one_axis_nhwc, windows, weight_grad, weight_grad_offsets
+from .conv_forms import (MAX_OFFSETS, conv_nhwc_wide, convolution, im2col_nhwc, one_axis, windows, weight_grad,
+                         weight_grad_offsets)
 from .nhwc import NHWC_SPATIAL, TO_NCHW, ChannelsLast, LayoutQuery, first_nhwc, to_nhwc
 from .params import Shape
 from . import winograd
@@ -172,7 +173,7 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
                                       (out_shape[2] - 1) * stride[1] + 1, x.shape[3]), (1, stride[0], stride[1], 1))
         stride, pad = (1, 1), (0, 0)
     if one_axis(p.kernel) and not any_dynamic(x.shape):
-        y = one_axis_nhwc(b, x, _hwio(b, w), tuple(out_shape), stride, [(q, q) for q in pad], dilate)
+        y = im2col_nhwc(b, x, _hwio(b, w), tuple(out_shape), stride, [(q, q) for q in pad], dilate)
         return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
     if winograd.applies(p.kernel, stride, dilate, x.shape[3], out_shape[3], x.shape):
         y = winograd.conv3x3_nhwc(b, x, winograd.weight_transform(b, w), tuple(out_shape), pad)
@@ -180,7 +181,7 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
     if x.shape[3] == 1:
         x = b.pad(x, 0.0, (0, 0, 0, 0), (0, 0, 0, 1))
         w = b.pad(w, 0.0, (0, 0, 0, 0), (0, 1, 0, 0))
-    y = b.conv_nhwc(x, _hwio(b, w), tuple(out_shape), stride, [(q, q) for q in pad], (1, 1), dilate)
+    y = conv_nhwc_wide(b, x, _hwio(b, w), tuple(out_shape), stride, [(q, q) for q in pad], (1, 1), dilate)
     if bias is not None:
         y = b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
     return y
@@ -232,7 +233,7 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
         pads = [(d * (k - 1) - q, xi - s * (gi - 1) - 1 + q)
                 for xi, gi, k, s, d, q in zip((h, wd), (oh, ow), kernel, stride, dilate, pad)]
         if one_axis(kernel) and all(s == 1 for s in stride) and not any_dynamic(g.shape):
-            dx = one_axis_nhwc(b, g, wt, (n, h, wd, c), (1, 1), pads, dilate)
+            dx = im2col_nhwc(b, g, wt, (n, h, wd, c), (1, 1), pads, dilate)
         else:
             dx = _conv_nhwc_any_pad(b, g, wt, (n, h, wd, c), pads, stride, dilate)
     if not x_nhwc:
@@ -259,7 +260,7 @@ def _conv_nhwc_any_pad(b: Emitter, x: Value, wt: Value, out_shape, pads, lhs_dil
     n, h, w, c = out_shape
     pos = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
     full = [xi + max(-lo, 0) + max(-hi, 0) for xi, (lo, hi) in zip((h, w), pads)]
-    y = b.conv_nhwc(x, wt, (n, full[0], full[1], c), (1, 1), pos, lhs_dilation, rhs_dilation, groups)
+    y = conv_nhwc_wide(b, x, wt, (n, full[0], full[1], c), (1, 1), pos, lhs_dilation, rhs_dilation, groups)
     if pos != list(pads):
         start = (0, max(-pads[0][0], 0), max(-pads[1][0], 0), 0)
         y = b.slice(y, start, (n, start[1] + h, start[2] + w, c))

@@ -90,10 +90,43 @@ def fenced_nhwc(b: Emitter, x: Value, w: Value, out_shape, stride, pad, lhs_dila
     n, c, h, wd = out_shape
     if (one_axis(wt.shape[:2]) and groups == batch_groups == 1 and all(d == 1 for d in lhs_dilation)
             and not b.vulkan and not any_dynamic(x.shape)):
-        y = one_axis_nhwc(b, xt, wt, (n, h, wd, c), stride, pad, rhs_dilation)
+        y = im2col_nhwc(b, xt, wt, (n, h, wd, c), stride, pad, rhs_dilation)
+    elif batch_groups == 1:
+        y = conv_nhwc_wide(b, xt, wt, (n, h, wd, c), stride, pad, lhs_dilation, rhs_dilation, groups)
     else:
         y = b.conv_nhwc(xt, wt, (n, h, wd, c), stride, pad, lhs_dilation, rhs_dilation, groups, batch_groups)
     return b.transpose(b.barrier(y), (0, 3, 1, 2))
+
+
+# IREE 3.13's llvm-cpu convolutions tile the output width by a divisor of it: widths with
+# one of these as a factor ran at 170-300 GFLOP/s, others (primes such as 17 and 71, or 65,
+# 69) at 25-60 (docs/PERFORMANCE.md, "Output widths")
+GOOD_WIDTH_FACTORS = (8, 7, 6)
+MAX_WIDTH_GROWTH = 0.15
+
+
+def good_width(w: int) -> int:
+    """The output width to compute a convolution of output width ``w`` at: ``w``, or the
+    next width with a factor in ``GOOD_WIDTH_FACTORS`` when that adds at most
+    ``MAX_WIDTH_GROWTH`` of the work (Inception-v3's 71 -> 72, 17 -> 18)."""
+    if any(w % f == 0 for f in GOOD_WIDTH_FACTORS) or w < min(GOOD_WIDTH_FACTORS):
+        return w
+    wide = next(v for v in itertools.count(w) if any(v % f == 0 for f in GOOD_WIDTH_FACTORS))
+    return wide if wide - w <= MAX_WIDTH_GROWTH * w else w
+
+
+def conv_nhwc_wide(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, lhs_dilation=(1, 1),
+                   rhs_dilation=(1, 1), groups: int = 1) -> Value:
+    """``b.conv_nhwc`` computed at ``good_width`` of its output width (the input zero-padded
+    on the right by the extra columns' windows), the extra columns sliced off."""
+    n, oh, ow, f = out_shape
+    # a 1x1 kernel is a matmul to IREE, whatever the width
+    wide = ow if any_dynamic(out_shape) or groups > 1 or tuple(wt.shape[:2]) == (1, 1) else good_width(ow)
+    if wide == ow:
+        return b.conv_nhwc(x, wt, tuple(out_shape), stride, pads, lhs_dilation, rhs_dilation, groups)
+    pads = [tuple(pads[0]), (pads[1][0], pads[1][1] + (wide - ow) * stride[1])]
+    y = b.conv_nhwc(x, wt, (n, oh, wide, f), stride, pads, lhs_dilation, rhs_dilation, groups)
+    return b.slice(y, (0, 0, 0, 0), (n, oh, ow, f))
 
 
 def im2col(b: Emitter, x: Value, kernel: Sequence[int], stride: Sequence[int], pad: Sequence[tuple[int, int]],
@@ -272,7 +305,7 @@ def one_axis(kernel: Sequence[int]) -> bool:
     return len(kernel) == 2 and min(kernel) == 1 and max(kernel) > 1
 
 
-def one_axis_nhwc(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, dilation) -> Value:
+def im2col_nhwc(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, dilation) -> Value:
     """A convolution of NHWC ``x`` with an HWIO ``wt`` (KH, KW, C, F) of a one-axis kernel:
     the k windows of the padded input joined on the channel axis, then one matmul with the
     weight as a (k*C, F) matrix (im2col along one axis: k copies of the input, no more).
@@ -290,4 +323,10 @@ def one_axis_nhwc(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, dila
         xp = b.slice(xp, (0, crop[0], crop[1], 0), (n, end[0], end[1], c))
     cols = windows(b, xp, (kh, kw), stride, dilation, (oh, ow), (1, 2))
     patches = b.concatenate(cols, 3)                                          # (N, OH, OW, k*C)
+    import os
+    if os.environ.get("X2D"):
+        patches = b.reshape(patches, (n * oh * ow, kh * kw * c))
+        if os.environ.get("XB"):
+            patches = b.barrier(patches)
+        return b.reshape(b.dot_general(patches, b.reshape(wt, (kh * kw * c, f)), contract=([1], [0])), (n, oh, ow, f))
     return b.dot_general(patches, b.reshape(wt, (kh * kw * c, f)), contract=([3], [0]))

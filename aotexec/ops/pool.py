@@ -1,6 +1,6 @@
 """Spatial resampling: Pooling and UpSampling (MXNet 1.9.1 src/operator/nn/pooling.cc,
 upsampling.cc): parameters, shape rule, lowering and gradient per op, and the channels-last
-form of tiled, overlapping-max and global 2-D pooling and their gradients (``passes.layout``)."""
+form of tiled, overlapping and global 2-D pooling and their gradients (``passes.layout``)."""
 from __future__ import annotations
 
 import itertools
@@ -122,18 +122,34 @@ def _at(ndim: int, axes, values, fill=0) -> list:
     return out
 
 
-def _overlapping_max(b: Emitter, x: Value, kernel, stride, pads, out_sp, spatial) -> Value:
-    """Max pooling of ``x`` (already cropped to the used extent; spatial axes ``spatial``) as the
-    maximum of the kernel offsets' strided slices of the -inf padded input, one axis at a time.
-    Not a reduce_window: ResNet-18's recomputed (mirrored) reduce_windows shared their -inf init
-    in one dispatch that IREE 3.13's llvm-cpu codegen rejected (stack allocation limit)."""
-    y = b.pad(x, -math.inf, _at(x.ndim, spatial, [lo for lo, _ in pads]), _at(x.ndim, spatial, [hi for _, hi in pads]))
+def _separable_pool(b: Emitter, x: Value, kind: str, kernel, stride, pads, out_sp, spatial) -> Value:
+    """Max (``kind`` "max") or sum ("add") pooling of ``x`` (already cropped to the used extent;
+    spatial axes ``spatial``): the kernel offsets' strided slices of the padded input combined,
+    one axis at a time (k_h + k_w terms, not k_h * k_w). Not a reduce_window: ResNet-18's
+    recomputed (mirrored) reduce_windows shared their -inf init in one dispatch that IREE 3.13's
+    llvm-cpu codegen rejected (stack allocation limit), and Inception-v3's 3x3/1 average pools
+    ran NCHW with layout transposes around them."""
+    combine = b.max if kind == "max" else b.add
+    y = b.pad(x, -math.inf if kind == "max" else 0.0,
+              _at(x.ndim, spatial, [lo for lo, _ in pads]), _at(x.ndim, spatial, [hi for _, hi in pads]))
     for axis, k, st, o in zip(spatial, kernel, stride, out_sp):
         wins = windows(b, y, (k,), (st,), (1,), (o,), (axis,))
         y = wins[0]
         for w in wins[1:]:
-            y = b.max(y, w)
+            y = combine(y, w)
     return y
+
+
+def _avg_divisor(b: Emitter, y: Value, per_axis, spatial) -> Value:
+    """``y`` (window sums) divided by each output position's window count (``_pool_counts`` per
+    spatial axis): one scalar where the counts are constant."""
+    if all(c == cs[0] for cs in per_axis for c in cs):
+        return b.div(y, float(prod(cs[0] for cs in per_axis)))
+    div = None
+    for axis, cs in zip(spatial, per_axis):
+        c = b.broadcast_in_dim(b.constant(np.asarray(cs, dtype=y.dtype), (len(cs),), y.dtype), y.shape, [axis])
+        div = c if div is None else b.mul(div, c)
+    return b.div(y, div)
 
 
 @lowers(Pooling)
@@ -154,7 +170,7 @@ def _pool_lower(ctx, p: PoolingParam, x):
     if tuple(used) != in_sp:
         x = b.slice(x, [0] * x.ndim, x.shape[:2] + tuple(used))
     if p.pool_type == "max" and _overlapping(kernel, stride, out[2:]):
-        return [_overlapping_max(b, x, kernel, stride, pads[2:], out[2:], tuple(range(2, x.ndim))), None]
+        return [_separable_pool(b, x, "max", kernel, stride, pads[2:], out[2:], tuple(range(2, x.ndim))), None]
     if p.pool_type == "max":
         return [b.reduce_window(x, "max", window, strides, pads, out), None]
     if p.pool_type == "lp":
@@ -167,16 +183,14 @@ def _pool_lower(ctx, p: PoolingParam, x):
     y = b.reduce_window(x, "add", window, strides, pads, out)
     if p.pool_type == "sum":
         return y
+    return _avg_divisor(b, y, _avg_counts(p, in_sp, out[2:]), tuple(range(2, x.ndim)))
+
+
+def _avg_counts(p: PoolingParam, in_sp, out_sp) -> list[list[int]]:
+    """Average pooling's window counts per output position, per spatial axis."""
+    kernel, stride, pad = p.window((0, 0) + tuple(in_sp))
     include_pad = p.count_include_pad is None or p.count_include_pad
-    per_axis = [_pool_counts(xi, o, k, s, q, include_pad)
-                for xi, o, k, s, q in zip(in_sp, out[2:], kernel, stride, pad)]
-    if all(c == per_axis[i][0] for i, cs in enumerate(per_axis) for c in cs):
-        return b.div(y, float(prod(cs[0] for cs in per_axis)))
-    div = None
-    for i, cs in enumerate(per_axis):
-        c = b.broadcast_in_dim(b.constant(np.asarray(cs, dtype=x.dtype), (len(cs),), x.dtype), out, [2 + i])
-        div = c if div is None else b.mul(div, c)
-    return b.div(y, div)
+    return [_pool_counts(xi, o, k, s, q, include_pad) for xi, o, k, s, q in zip(in_sp, out_sp, kernel, stride, pad)]
 
 
 # --- Pooling gradient ---
@@ -279,7 +293,7 @@ def _max_pool_scatter(b, xp, g, kernel, stride, spatial):
     zero = b.full_like(g, 0.0)
     offsets = list(itertools.product(*[range(k) for k in kernel]))
     wins = windows(b, xp, kernel, stride, (1,) * nd, out_sp, spatial)     # row-major, as ``offsets``
-    # the window max as the maximum of the offsets' slices (not a reduce_window: _overlapping_max)
+    # the window max as the maximum of the offsets' slices (not a reduce_window: _separable_pool)
     y = wins[0]
     for w in wins[1:]:
         y = b.max(y, w)
@@ -341,12 +355,7 @@ def _pool_grad(ctx, p: PoolingParam, g, x=None, y=None):
     else:
         t = g
         if p.pool_type == "avg":
-            include_pad = p.count_include_pad is None or p.count_include_pad
-            per_axis = [_pool_counts(xi, o, k, s, q, include_pad)
-                        for xi, o, k, s, q in zip(xshape[2:], out[2:], kernel, stride, pad)]
-            for i, cs in enumerate(per_axis):
-                c = b.broadcast_in_dim(b.constant(np.asarray(cs, dtype=g.dtype), (len(cs),), g.dtype), out, [2 + i])
-                t = b.div(t, c)
+            t = _avg_divisor(b, t, _avg_counts(p, xshape[2:], out[2:]), tuple(range(2, 2 + nd)))
         dxp = _spread_windows(b, t, kernel, stride, padded)
     dx = b.slice(dxp, [0, 0] + list(pad), tuple(out[:2]) + tuple(q + u for q, u in zip(pad, used)))
     if p.pool_type == "lp" and p.p_value != 1:
@@ -434,9 +443,11 @@ def global_pool_grad(b: Emitter, p, g: Value, x_logical) -> Value:
     return b.div(dx, float(h * w)) if p.pool_type == "avg" else dx
 
 
-def _overlapping_max_pool(p, shape) -> bool:
-    """2-D max pooling whose windows overlap (ResNet's, SqueezeNet's, Inception's 3x3/2)."""
-    if p.global_pool or len(p.kernel) != 2 or p.pool_type != "max" or shape is None or len(shape) != 4 \
+def _overlapping_pool(p, shape) -> bool:
+    """2-D max, average or sum pooling whose windows overlap (ResNet's, SqueezeNet's,
+    Inception's 3x3/2 max pools, Inception's 3x3/1 average pools)."""
+    if p.global_pool or len(p.kernel) != 2 or p.pool_type not in ("max", "avg", "sum") or shape is None \
+            or len(shape) != 4 \
             or p.layout not in (None, "NCHW") or p.pooling_convention == "same":
         return False
     kernel, stride, pad = p.window(shape)
@@ -449,8 +460,8 @@ def _pool_layout(q: LayoutQuery) -> ChannelsLast | None:
     p = q.params
     if _tiled_pool(p, q.shapes[0]) and q.nhwc[0]:
         return ChannelsLast("tiled_pool", first_nhwc(q.num_outputs), lower=_tiled_pool_lower)
-    if _overlapping_max_pool(p, q.shapes[0]) and q.nhwc[0]:
-        return ChannelsLast("overlapping_max_pool", first_nhwc(q.num_outputs), lower=_overlapping_max_lower)
+    if _overlapping_pool(p, q.shapes[0]) and q.nhwc[0]:
+        return ChannelsLast("overlapping_pool", first_nhwc(q.num_outputs), lower=_overlapping_lower)
     if _global_pool(p) and q.nhwc[0]:
         return ChannelsLast("global_pool", first_nhwc(q.num_outputs, False), lower=_global_pool_lower)
     return None
@@ -460,12 +471,16 @@ def _logical(shape) -> tuple:
     return tuple(shape[i] for i in TO_NCHW)
 
 
-def _overlapping_max_lower(ctx, p: PoolingParam, x):
+def _overlapping_lower(ctx, p: PoolingParam, x):
     b = ctx.b
+    in_sp, out_sp = x.shape[1:3], ctx.out_shapes[0][1:3]
     kernel, stride, pad, used, hi = _pool_geometry(p, _logical(x.shape), _logical(ctx.out_shapes[0]))
-    if list(used) != list(x.shape[1:3]):
+    if list(used) != list(in_sp):
         x = b.slice(x, (0, 0, 0, 0), (x.shape[0], used[0], used[1], x.shape[3]))
-    y = _overlapping_max(b, x, kernel, stride, list(zip(pad, hi)), ctx.out_shapes[0][1:3], NHWC_SPATIAL)
+    kind = "max" if p.pool_type == "max" else "add"
+    y = _separable_pool(b, x, kind, kernel, stride, list(zip(pad, hi)), out_sp, NHWC_SPATIAL)
+    if p.pool_type == "avg":
+        y = _avg_divisor(b, y, _avg_counts(p, in_sp, out_sp), NHWC_SPATIAL)
     return [y] + [None] * (len(ctx.out_shapes) - 1)
 
 
@@ -487,9 +502,8 @@ def _pool_grad_layout(q: LayoutQuery) -> ChannelsLast | None:
         return ChannelsLast("tiled_pool_grad", first_nhwc(q.num_outputs), lower=_tiled_pool_grad_lower)
     if _global_pool(p) and q.fwd_in_nhwc[0]:
         return ChannelsLast("global_pool_grad", first_nhwc(q.num_outputs), lower=_global_pool_grad_lower)
-    if _overlapping_max_pool(p, fwd_shape) and q.fwd_in_nhwc[0] and q.nhwc[1]:
-        return ChannelsLast("overlapping_max_pool_grad", first_nhwc(q.num_outputs),
-                            lower=_overlapping_max_grad_lower)
+    if _overlapping_pool(p, fwd_shape) and q.fwd_in_nhwc[0] and (p.pool_type != "max" or q.nhwc[1]):
+        return ChannelsLast("overlapping_pool_grad", first_nhwc(q.num_outputs), lower=_overlapping_grad_lower)
     return None
 
 
@@ -498,11 +512,23 @@ def _tiled_pool_grad_lower(ctx, p: PoolingParam, g, x=None):
     return [tiled_pool_grad(ctx.b, p, g, ctx.in_nhwc[0], x, ctx.fwd_in_shapes[0])]
 
 
-def _overlapping_max_grad_lower(ctx, p: PoolingParam, g, x):
+def _overlapping_grad_lower(ctx, p: PoolingParam, g, x=None):
     b = ctx.b
     g = g if ctx.in_nhwc[0] else nchw_to_nhwc_materialized(b, g)       # see tiled_pool_grad
-    kernel, stride, pad, used, hi = _pool_geometry(p, tuple(ctx.fwd_in_shapes[0]), tuple(ctx.fwd_out_shapes[0]))
-    return [_max_pool_grad(b, g, x, kernel, stride, pad, used, hi, NHWC_SPATIAL)]
+    xshape, out = tuple(ctx.fwd_in_shapes[0]), tuple(ctx.fwd_out_shapes[0])
+    kernel, stride, pad, used, hi = _pool_geometry(p, xshape, out)
+    if p.pool_type == "max":
+        return [_max_pool_grad(b, g, x, kernel, stride, pad, used, hi, NHWC_SPATIAL)]
+    if p.pool_type == "avg":
+        g = _avg_divisor(b, g, _avg_counts(p, xshape[2:], out[2:]), NHWC_SPATIAL)
+    # every window position gets its window's g: spread one axis at a time (separable)
+    for axis, k, s, q, u, h in zip(NHWC_SPATIAL, kernel, stride, pad, used, hi):
+        g = _scatter_axis(b, [g] * k, axis, s, q + u + h)
+    n, c = xshape[:2]
+    dx = b.slice(g, (0, pad[0], pad[1], 0), (n, pad[0] + used[0], pad[1] + used[1], c))
+    if list(used) != list(xshape[2:]):
+        dx = b.pad(dx, 0.0, (0, 0, 0, 0), (0, xshape[2] - used[0], xshape[3] - used[1], 0))
+    return [dx]
 
 
 def _global_pool_grad_lower(ctx, p: PoolingParam, g):
