@@ -33,6 +33,9 @@ CONVS = {   # name: (input shape, Convolution kwargs); covers im2col (C <= 4), s
     "j": ((1, 4, 9, 5), dict(kernel=(3, 1), dilate=(2, 1), pad=(2, 0), num_filter=3, no_bias=True)),
     "k": ((2, 3, 5, 6), dict(kernel=(1, 3), pad=(1, 3), num_filter=4)),
     "l": ((1, 4, 9, 7), dict(kernel=(5, 1), stride=(2, 1), pad=(2, 0), num_filter=3)),
+    # output widths computed wider and sliced (conv_forms.good_width: 17 -> 18), stride 1 and 2
+    "m": ((1, 3, 4, 17), dict(kernel=(3, 3), pad=(1, 1), num_filter=4)),
+    "n": ((1, 3, 5, 35), dict(kernel=(3, 3), stride=(2, 2), num_filter=3, no_bias=True)),
 }
 DEPTHWISE = {   # one input and output channel per group: MobileNet's 3x3 at strides 1 and 2, and odd ones
     "dw1": ((2, 4, 7, 6), dict(kernel=(3, 3), pad=(1, 1), num_filter=4, num_group=4)),

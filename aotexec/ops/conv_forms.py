@@ -98,21 +98,27 @@ def fenced_nhwc(b: Emitter, x: Value, w: Value, out_shape, stride, pad, lhs_dila
     return b.transpose(b.barrier(y), (0, 3, 1, 2))
 
 
-# IREE 3.13's llvm-cpu convolutions tile the output width by a divisor of it: widths with
-# one of these as a factor ran at 170-300 GFLOP/s, others (primes such as 17 and 71, or 65,
-# 69) at 25-60 (docs/PERFORMANCE.md, "Output widths")
-GOOD_WIDTH_FACTORS = (8, 7, 6)
-MAX_WIDTH_GROWTH = 0.15
+# IREE 3.13's llvm-cpu convolutions run at very different speeds by output width: 3x3
+# 80 -> 192 at batch 1 ran at 105-215 GFLOP/s at widths 64, 70, 72, 80, 84, 112 and at 25-30 at
+# 65, 67, 69, 71, 73, 74, 77, 79 (docs/PERFORMANCE.md, "Output widths"); multiples of these
+# factors measured fast. Small widths (ResNet's 7x7 layers) measured slower padded.
+GOOD_WIDTH_FACTORS = (8, 14, 6)      # in order of preference
+MIN_WIDENED = 16
+MAX_WIDTH_GROWTH = 0.10
 
 
 def good_width(w: int) -> int:
     """The output width to compute a convolution of output width ``w`` at: ``w``, or the
     next width with a factor in ``GOOD_WIDTH_FACTORS`` when that adds at most
-    ``MAX_WIDTH_GROWTH`` of the work (Inception-v3's 71 -> 72, 17 -> 18)."""
-    if any(w % f == 0 for f in GOOD_WIDTH_FACTORS) or w < min(GOOD_WIDTH_FACTORS):
+    ``MAX_WIDTH_GROWTH`` of the work, multiples of 8 first (Inception-v3's 71 -> 72, 73 -> 80,
+    17 -> 18)."""
+    if w <= MIN_WIDENED or any(w % f == 0 for f in GOOD_WIDTH_FACTORS):
         return w
-    wide = next(v for v in itertools.count(w) if any(v % f == 0 for f in GOOD_WIDTH_FACTORS))
-    return wide if wide - w <= MAX_WIDTH_GROWTH * w else w
+    for f in GOOD_WIDTH_FACTORS:            # in order of preference
+        wide = -(-w // f) * f
+        if wide - w <= MAX_WIDTH_GROWTH * w:
+            return wide
+    return w
 
 
 def conv_nhwc_wide(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, lhs_dilation=(1, 1),
