@@ -101,9 +101,10 @@ def fenced_nhwc(b: Emitter, x: Value, w: Value, out_shape, stride, pad, lhs_dila
 # IREE 3.13's llvm-cpu convolutions run at very different speeds by output width: 3x3
 # 80 -> 192 at batch 1 ran at 105-215 GFLOP/s at widths 64, 70, 72, 80, 84, 112 and at 25-30 at
 # 65, 67, 69, 71, 73, 74, 77, 79 (docs/PERFORMANCE.md, "Output widths"); multiples of these
-# factors measured fast. Small widths (ResNet's 7x7 layers) measured slower padded.
+# factors measured fast (SqueezeNet's 13-wide 256 -> 64 layers: 13 -> 14 4-6x faster); ResNet's
+# 7-wide 512-channel layers ran as slowly at 8.
 GOOD_WIDTH_FACTORS = (8, 14, 6)      # in order of preference
-MIN_WIDENED = 16
+MIN_WIDENED = 8
 MAX_WIDTH_GROWTH = 0.10
 
 
@@ -111,7 +112,7 @@ def good_width(w: int) -> int:
     """The output width to compute a convolution of output width ``w`` at: ``w``, or the
     next width with a factor in ``GOOD_WIDTH_FACTORS`` when that adds at most
     ``MAX_WIDTH_GROWTH`` of the work, multiples of 8 first (Inception-v3's 71 -> 72, 73 -> 80,
-    17 -> 18)."""
+    17 -> 18; SqueezeNet's 13 -> 14, 27 -> 28, 55 -> 56, 111 -> 112)."""
     if w <= MIN_WIDENED or any(w % f == 0 for f in GOOD_WIDTH_FACTORS):
         return w
     for f in GOOD_WIDTH_FACTORS:            # in order of preference
