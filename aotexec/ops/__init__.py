@@ -1,5 +1,5 @@
 """Operator definitions; importing this package registers every op (one module per family)."""
 from . import (activation, autograd, broadcast, conv, dense, elemwise, index, join_split, loss,  # noqa: F401
-               norm, pool, reduce, reshape, rnn, sequence)
+               norm, pool, reduce, reshape, rnn, sequence, upsampling)
 from . import contrib, init, ordering, sampler, spatial  # noqa: F401  (issue #18: ops exported models use)
 from .registry import CONSTRUCTORS, OPS, OpDef, get_op  # noqa: F401

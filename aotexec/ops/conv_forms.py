@@ -330,10 +330,4 @@ def im2col_nhwc(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, dilati
         xp = b.slice(xp, (0, crop[0], crop[1], 0), (n, end[0], end[1], c))
     cols = windows(b, xp, (kh, kw), stride, dilation, (oh, ow), (1, 2))
     patches = b.concatenate(cols, 3)                                          # (N, OH, OW, k*C)
-    import os
-    if os.environ.get("X2D"):
-        patches = b.reshape(patches, (n * oh * ow, kh * kw * c))
-        if os.environ.get("XB"):
-            patches = b.barrier(patches)
-        return b.reshape(b.dot_general(patches, b.reshape(wt, (kh * kw * c, f)), contract=([1], [0])), (n, oh, ow, f))
     return b.dot_general(patches, b.reshape(wt, (kh * kw * c, f)), contract=([3], [0]))
