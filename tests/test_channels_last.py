@@ -36,6 +36,9 @@ CONVS = {   # name: (input shape, Convolution kwargs); covers im2col (C <= 4), s
     # output widths computed wider and sliced (conv_forms.good_width: 17 -> 18), stride 1 and 2
     "m": ((1, 3, 4, 17), dict(kernel=(3, 3), pad=(1, 1), num_filter=4)),
     "n": ((1, 3, 5, 35), dict(kernel=(3, 3), stride=(2, 2), num_filter=3, no_bias=True)),
+    # wide 1x1 layers on small maps as one matmul (ops.conv.pointwise_as_matmul), stride 1 and 2
+    "o": ((2, 128, 3, 4), dict(kernel=(1, 1), num_filter=5)),
+    "p": ((1, 128, 5, 6), dict(kernel=(1, 1), stride=(2, 2), num_filter=4, no_bias=True)),
 }
 DEPTHWISE = {   # one input and output channel per group: MobileNet's 3x3 at strides 1 and 2, and odd ones
     "dw1": ((2, 4, 7, 6), dict(kernel=(3, 3), pad=(1, 1), num_filter=4, num_group=4)),

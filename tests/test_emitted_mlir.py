@@ -252,11 +252,26 @@ def test_one_axis_kernels_are_matmuls_forward_and_data_gradient():
 
 def test_convolutions_run_at_a_good_output_width():
     """A 3x3 layer with a 17-wide output (Inception-v3's) is computed 18 wide and sliced
-    (conv_forms.good_width: IREE 3.13 ran 17 4x slower); ResNet's 56 and 7 stay as they are."""
+    (conv_forms.good_width: IREE 3.13 ran 17 4x slower); 7-smooth widths (ResNet's 56 and 7,
+    Inception's 147) stay as they are."""
     from aotexec.ops.conv_forms import good_width
-    assert [good_width(w) for w in (13, 17, 71, 73, 56, 28, 7, 14)] == [14, 18, 72, 80, 56, 28, 7, 14]
+    assert [good_width(w) for w in (13, 17, 71, 73, 149, 147, 56, 28, 7)] == [14, 18, 72, 75, 150, 147, 56, 28, 7]
     sym = ax.sym.Convolution(ax.sym.Variable("data"), kernel=(3, 3), pad=(1, 1), num_filter=8, name="c")
     typing = bind_typing(sym, {"data": (2, 6, 17, 17)}, {})
     text, _ = pipeline.entry_points(sym, typing, ["forward_infer"], None, "auto", channels_last=True)
     conv = next(ln for ln in text.splitlines() if '"stablehlo.convolution"' in ln)
     assert conv.endswith("tensor<2x17x18x8xf32>") or "-> tensor<2x17x18x8xf32>" in conv, conv
+
+
+def test_wide_pointwise_layers_on_small_maps_are_matmuls():
+    """1x1 layers of >= 128 input channels on at most 4,096 pixels (ResNet-50's bottlenecks at
+    batch 1, Inception's 17x17 and 8x8 blocks) are one 2-D dot_general; a 64-channel one stays a
+    convolution (ops.conv.pointwise_as_matmul)."""
+    def counts(c: int, shape) -> dict[str, int]:
+        sym = ax.sym.Convolution(ax.sym.Variable("data"), kernel=(1, 1), num_filter=32, name="c")
+        typing = bind_typing(sym, {"data": shape}, {})
+        return _op_counts(pipeline.entry_points(sym, typing, ["forward_infer"], None, "auto", channels_last=True)[0])
+    wide = counts(256, (1, 256, 14, 14))
+    assert wide.get("convolution", 0) == 0 and wide["dot_general"] == 1
+    assert counts(64, (1, 64, 14, 14))["convolution"] == 1
+    assert counts(256, (16, 256, 28, 28))["convolution"] == 1          # 12,544 pixels

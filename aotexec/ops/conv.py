@@ -14,7 +14,7 @@ from .nhwc import NHWC_SPATIAL, TO_NCHW, ChannelsLast, LayoutQuery, first_nhwc, 
 from .params import Shape
 from . import winograd
 from .registry import define, differentiable, lays_out, lowers
-from .rules import merge, same_dtype, shape_str, weighted_inputs
+from .rules import merge, prod, same_dtype, shape_str, weighted_inputs
 
 
 # --- Convolution (src/operator/nn/convolution.cc) ---
@@ -153,6 +153,20 @@ def _hwio(b: Emitter, w: Value) -> Value:
     return b.fence(b.transpose(w, (2, 3, 1, 0)))
 
 
+# 1x1 convolutions of at most this many pixels (batch x height x width) and at least this many
+# input channels run as one 2-D matmul: IREE 3.13 tiled the 4-D form poorly there (ResNet-50 b1
+# 50 -> 40 ms, b16 612 -> 472; Inception-v3 b1 83 -> 68; MobileNet b16 110 -> 94); larger maps
+# and MobileNet v2's narrow expansions measured faster as convolutions (docs/PERFORMANCE.md)
+POINTWISE_MATMUL_MAX_PIXELS = 4096
+POINTWISE_MATMUL_MIN_CHANNELS = 128
+
+
+def pointwise_as_matmul(shape) -> bool:
+    """Whether a 1x1, stride-1 convolution of the NHWC input ``shape`` is emitted as a matmul."""
+    return (not any_dynamic(shape) and prod(shape[:3]) <= POINTWISE_MATMUL_MAX_PIXELS
+            and shape[3] >= POINTWISE_MATMUL_MIN_CHANNELS)
+
+
 def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | None, out_shape) -> Value:
     """Convolution, NHWC out: a direct NHWC convolution, or Winograd F(2x2, 3x3) for wide 3x3
     stride-1 layers (``winograd.applies``; the data gradients stay direct: in ResNet-18's
@@ -172,6 +186,11 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
         x = b.slice(x, (0, 0, 0, 0), (x.shape[0], (out_shape[1] - 1) * stride[0] + 1,
                                       (out_shape[2] - 1) * stride[1] + 1, x.shape[3]), (1, stride[0], stride[1], 1))
         stride, pad = (1, 1), (0, 0)
+    if tuple(p.kernel) == (1, 1) and tuple(pad) == (0, 0) and pointwise_as_matmul(x.shape):
+        y = b.dot_general(b.reshape(x, (prod(x.shape[:3]), x.shape[3])), b.reshape(_hwio(b, w), (x.shape[3], out_shape[3])),
+                          contract=([1], [0]))
+        y = b.reshape(y, tuple(out_shape))
+        return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
     if one_axis(p.kernel) and not any_dynamic(x.shape):
         y = im2col_nhwc(b, x, _hwio(b, w), tuple(out_shape), stride, [(q, q) for q in pad], dilate)
         return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))

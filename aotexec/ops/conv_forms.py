@@ -98,28 +98,30 @@ def fenced_nhwc(b: Emitter, x: Value, w: Value, out_shape, stride, pad, lhs_dila
     return b.transpose(b.barrier(y), (0, 3, 1, 2))
 
 
-# IREE 3.13's llvm-cpu convolutions run at very different speeds by output width: 3x3
-# 80 -> 192 at batch 1 ran at 105-215 GFLOP/s at widths 64, 70, 72, 80, 84, 112 and at 25-30 at
-# 65, 67, 69, 71, 73, 74, 77, 79 (docs/PERFORMANCE.md, "Output widths"); multiples of these
-# factors measured fast (SqueezeNet's 13-wide 256 -> 64 layers: 13 -> 14 4-6x faster); ResNet's
-# 7-wide 512-channel layers ran as slowly at 8.
-GOOD_WIDTH_FACTORS = (8, 14, 6)      # in order of preference
-MIN_WIDENED = 8
+# IREE 3.13's llvm-cpu convolutions run at very different speeds by output width: widths whose
+# prime factors are all <= 7 ran fast (3x3 layers at batch 1: 64, 70, 72, 75, 80, 84, 147, 150,
+# 160, 168 at 160-240 GFLOP/s), widths with a large prime factor slowly (13, 17, 65, 71, 73, 74,
+# 77, 148, 149: 25-65; 152 = 8 x 19, 154, 156: ~100-160). docs/PERFORMANCE.md, "Output widths".
+SMOOTH_PRIMES = (2, 3, 5, 7)
 MAX_WIDTH_GROWTH = 0.10
 
 
+def _smooth(w: int) -> bool:
+    for p in SMOOTH_PRIMES:
+        while w % p == 0:
+            w //= p
+    return w == 1
+
+
 def good_width(w: int) -> int:
-    """The output width to compute a convolution of output width ``w`` at: ``w``, or the
-    next width with a factor in ``GOOD_WIDTH_FACTORS`` when that adds at most
-    ``MAX_WIDTH_GROWTH`` of the work, multiples of 8 first (Inception-v3's 71 -> 72, 73 -> 80,
-    17 -> 18; SqueezeNet's 13 -> 14, 27 -> 28, 55 -> 56, 111 -> 112)."""
-    if w <= MIN_WIDENED or any(w % f == 0 for f in GOOD_WIDTH_FACTORS):
+    """The output width to compute a convolution of output width ``w`` at: ``w`` when its prime
+    factors are all in ``SMOOTH_PRIMES``, else the next such width when that adds at most
+    ``MAX_WIDTH_GROWTH`` of the work (Inception-v3's 149 -> 150, 73 -> 75, 71 -> 72, 17 -> 18;
+    SqueezeNet's 13 -> 14, 111 -> 112)."""
+    if _smooth(w):
         return w
-    for f in GOOD_WIDTH_FACTORS:            # in order of preference
-        wide = -(-w // f) * f
-        if wide - w <= MAX_WIDTH_GROWTH * w:
-            return wide
-    return w
+    wide = next(v for v in itertools.count(w) if _smooth(v))
+    return wide if wide - w <= MAX_WIDTH_GROWTH * w else w
 
 
 def conv_nhwc_wide(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, lhs_dilation=(1, 1),
