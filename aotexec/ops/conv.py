@@ -167,6 +167,10 @@ def pointwise_as_matmul(shape) -> bool:
             and shape[3] >= POINTWISE_MATMUL_MIN_CHANNELS)
 
 
+def _nhwc_bias(b: Emitter, y: Value, bias: Value | None) -> Value:
+    return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
+
+
 def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | None, out_shape) -> Value:
     """Convolution, NHWC out: a direct NHWC convolution, or Winograd F(2x2, 3x3) for wide 3x3
     stride-1 layers (``winograd.applies``; the data gradients stay direct: in ResNet-18's
@@ -190,20 +194,18 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
         y = b.dot_general(b.reshape(x, (prod(x.shape[:3]), x.shape[3])), b.reshape(_hwio(b, w), (x.shape[3], out_shape[3])),
                           contract=([1], [0]))
         y = b.reshape(y, tuple(out_shape))
-        return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
+        return _nhwc_bias(b, y, bias)
     if one_axis(p.kernel) and not any_dynamic(x.shape):
         y = im2col_nhwc(b, x, _hwio(b, w), tuple(out_shape), stride, [(q, q) for q in pad], dilate)
-        return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
+        return _nhwc_bias(b, y, bias)
     if winograd.applies(p.kernel, stride, dilate, x.shape[3], out_shape[3], x.shape):
         y = winograd.conv3x3_nhwc(b, x, winograd.weight_transform(b, w), tuple(out_shape), pad)
-        return y if bias is None else b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
+        return _nhwc_bias(b, y, bias)
     if x.shape[3] == 1:
         x = b.pad(x, 0.0, (0, 0, 0, 0), (0, 0, 0, 1))
         w = b.pad(w, 0.0, (0, 0, 0, 0), (0, 1, 0, 0))
     y = conv_nhwc_wide(b, x, _hwio(b, w), tuple(out_shape), stride, [(q, q) for q in pad], (1, 1), dilate)
-    if bias is not None:
-        y = b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
-    return y
+    return _nhwc_bias(b, y, bias)
 
 
 @lays_out(Convolution)
@@ -229,9 +231,7 @@ def depthwise_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value 
     stride, dilate, pad = p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
     wt = b.fence(b.transpose(w, (2, 3, 1, 0)))                                      # (KH, KW, 1, C)
     y = b.conv_nhwc(x, wt, tuple(out_shape), stride, [(q, q) for q in pad], (1, 1), dilate, groups=x.shape[3])
-    if bias is not None:
-        y = b.add(y, b.broadcast_in_dim(bias, y.shape, [3]))
-    return y
+    return _nhwc_bias(b, y, bias)
 
 
 def _conv_nhwc_lower(ctx, p: ConvolutionParam, x, w, bias=None):
