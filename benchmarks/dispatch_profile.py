@@ -99,6 +99,11 @@ def report(data: Path, syms: list[tuple[int, str]], top: int) -> None:
     for name, share in dispatches.most_common(top):
         print(f"  {share:6.2f}%  {name}")
     print("elsewhere:", ", ".join(f"{k} {v:.1f}%" for k, v in other.most_common(6)))
+    kinds: collections.Counter = collections.Counter()
+    for name, share in dispatches.items():
+        m = re.match(r"(\w+?)_dispatch_\d+_([a-z_]+?)_\d", name)
+        kinds[f"{m.group(1)} {m.group(2)}" if m else name.split("_")[0] + "_"] += share
+    print("by entry point and kind:", ", ".join(f"{k} {v:.1f}%" for k, v in kinds.most_common(16)))
 
 
 def main() -> int:

@@ -24,9 +24,11 @@ CONVS = {   # name: (input shape, Convolution kwargs); covers im2col (C <= 4), s
     # strided: stride 3 > kernel 2 (input rows no window reads), stride (2, 1) with padding
     "e": ((2, 5, 9, 8), dict(kernel=(2, 3), stride=(3, 2), num_filter=5)),
     "f": ((1, 6, 8, 8), dict(kernel=(3, 3), stride=(2, 1), pad=(1, 1), num_filter=5, no_bias=True)),
-    # kernels over conv_forms.MAX_OFFSETS: the direct weight gradient (a ResNet stem at batch 1; LeNet's conv1)
+    # kernels over conv_forms.MAX_OFFSETS: the direct weight gradient (a ResNet stem at batch 1;
+    # LeNet's conv1; a wide 5x5)
     "g": ((1, 3, 11, 11), dict(kernel=(7, 7), stride=(2, 2), pad=(3, 3), num_filter=4)),
     "h": ((2, 1, 9, 9), dict(kernel=(5, 5), num_filter=3)),
+    "q": ((1, 11, 7, 6), dict(kernel=(5, 5), pad=(1, 2), num_filter=3, no_bias=True)),
     # one-axis kernels (conv_forms.one_axis_nhwc): Inception's 1x7 / 7x1, dilated, a pad past the
     # kernel (the data gradient crops), strided (its data gradient keeps the phase form)
     "i": ((2, 5, 6, 9), dict(kernel=(1, 7), pad=(0, 3), num_filter=4)),
@@ -57,7 +59,10 @@ def _net(name: str):
 def _location(name: str, rng) -> dict:
     shape, kw = CONVS[name]
     w = (kw["num_filter"], shape[1] // kw.get("num_group", 1)) + kw["kernel"]
-    loc = {"x" + name: rng.uniform(-1, 1, shape), f"conv{name}_weight": rng.uniform(-1, 1, w)}
+    # weights scaled down on wide fans: float32 outputs of ~275 products made finite differences
+    # of the square above noisier than their tolerance
+    scale = min(1.0, (32 / np.prod(w[1:])) ** 0.5)
+    loc = {"x" + name: rng.uniform(-1, 1, shape), f"conv{name}_weight": rng.uniform(-scale, scale, w)}
     if not kw.get("no_bias"):
         loc[f"conv{name}_bias"] = rng.uniform(-1, 1, kw["num_filter"])
     return loc
@@ -79,6 +84,40 @@ def test_channels_last_rules_are_the_ones_in_use():
 def test_channels_last_convolution_gradients(name):
     rng = np.random.default_rng(7)
     check_numeric_gradient(_net(name), _location(name, rng))
+
+
+def test_small_map_data_gradient_as_im2col_matches_numpy():
+    """A 3x3 stride-1 layer of 256 channels on a 5x5 map (conv -> square -> global average, so
+    its head gradient arrives channels-last): the data gradient is im2col + one matmul
+    (conv_forms.small_map_im2col); both gradients against numpy sums over the offsets."""
+    rng = np.random.default_rng(5)
+    n, c, f, h, w = 2, 256, 256, 5, 5
+    x, wt = rng.uniform(-1, 1, (n, c, h, w)), rng.uniform(-1, 1, (f, c, 3, 3)) / 48
+    head = rng.uniform(-1, 1, (n, f, 1, 1))
+    y = S.Convolution(V("x"), kernel=(3, 3), pad=(1, 1), num_filter=f, no_bias=True, name="conv")
+    net = S.Pooling(S.elemwise_mul(y, y), global_pool=True, pool_type="avg", kernel=(1, 1))
+    t = bind_typing(net, {"x": x.shape}, {})
+    plan = pipeline.training_plan(net, t, {"x": "write", "conv_weight": "write"})
+    lay = layout.assign(plan.typing.graph, plan.typing.shape_of)
+    assert {n.name: lay.rules.get(id(n)) for n in plan.typing.graph.nodes}["conv_backward"] == "conv_grad"
+    text, _ = pipeline.entry_points(net, t, ["backward"], {"x": "write", "conv_weight": "write"}, "auto",
+                                    channels_last=True)
+    assert f"tensor<{n}x{h}x{w}x{9 * f}xf32>" in text                 # the data gradient's joined windows
+    ex = net.bind(ax.cpu(), args={"x": ax.nd.array(x.astype(np.float32)), "conv_weight": ax.nd.array(wt.astype(np.float32))},
+                  args_grad={"x": ax.nd.zeros(x.shape), "conv_weight": ax.nd.zeros(wt.shape)})
+    ex.forward(is_train=True)
+    ex.backward([ax.nd.array(head.astype(np.float32))])
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    offsets = [(i, j) for i in range(3) for j in range(3)]
+    out = sum(np.einsum("nchw,fc->nfhw", xp[:, :, i:i + h, j:j + w], wt[:, :, i, j]) for i, j in offsets)
+    g = 2 * out * head / (h * w)                                   # the conv's head gradient
+    gp = np.pad(g, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    dx = sum(np.einsum("nfhw,fc->nchw", gp[:, :, 2 - i:2 - i + h, 2 - j:2 - j + w], wt[:, :, i, j]) for i, j in offsets)
+    dw = np.zeros(wt.shape)
+    for i, j in offsets:
+        dw[:, :, i, j] = np.einsum("nchw,nfhw->fc", xp[:, :, i:i + h, j:j + w], g)
+    np.testing.assert_allclose(ex.grad_dict["x"].asnumpy(), dx, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ex.grad_dict["conv_weight"].asnumpy(), dw, rtol=1e-4, atol=1e-5)
 
 
 def test_channels_last_matches_nchw_on_a_residual_block(monkeypatch):

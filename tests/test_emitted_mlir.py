@@ -183,9 +183,11 @@ def test_depthwise_net_module_does_not_grow_with_the_channels(vulkan, monkeypatc
     """MobileNet-like nets: 8x as many channels (and depthwise groups), the same ops; on
     llvm-cpu, grouped convolutions of 2 channels per group too (Vulkan runs those one
     convolution per group). (1x1 layers as convolutions throughout: wide ones on small maps
-    would otherwise be matmuls, ops.conv.pointwise_as_matmul.)"""
-    from aotexec.ops import conv
+    would otherwise be matmuls, ops.conv.pointwise_as_matmul, and wide 3x3 data gradients
+    im2col, conv_forms.small_map_im2col.)"""
+    from aotexec.ops import conv, conv_forms
     monkeypatch.setattr(conv, "POINTWISE_MATMUL_MIN_CHANNELS", 1 << 30)
+    monkeypatch.setattr(conv_forms, "IM2COL_MIN_CHANNELS", 1 << 30)
     narrow = _training_ops(mobilenet(8), (2, 3, 32, 32), vulkan=vulkan)
     assert narrow == _training_ops(mobilenet(64), (2, 3, 32, 32), vulkan=vulkan)
     assert sum(_total(narrow).values()) < 300 * 10 * 3       # 10 layers, 3 functions

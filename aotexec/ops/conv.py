@@ -8,8 +8,8 @@ from typing import Optional
 
 from ..emitter import Emitter, Value
 from ..symbolic import any_dynamic
-from .conv_forms import (MAX_OFFSETS, conv_nhwc_wide, convolution, im2col_nhwc, one_axis, windows, weight_grad,
-                         weight_grad_offsets)
+from .conv_forms import (MAX_OFFSETS, conv_nhwc_wide, convolution, im2col_nhwc, one_axis, small_map_im2col, weight_grad,
+                         weight_grad_offsets, windows)
 from .nhwc import NHWC_SPATIAL, TO_NCHW, ChannelsLast, LayoutQuery, first_nhwc, to_nhwc
 from .params import Shape
 from . import winograd
@@ -251,7 +251,8 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
         wt = b.fence(b.transpose(b.reverse(w, [2, 3]), (2, 3, 0, 1)))              # (KH, KW, O, C)
         pads = [(d * (k - 1) - q, xi - s * (gi - 1) - 1 + q)
                 for xi, gi, k, s, d, q in zip((h, wd), (oh, ow), kernel, stride, dilate, pad)]
-        if one_axis(kernel) and all(s == 1 for s in stride) and not any_dynamic(g.shape):
+        if all(s == 1 for s in stride) and not any_dynamic(g.shape) and (
+                one_axis(kernel) or small_map_im2col(kernel, g.shape, c)):
             dx = im2col_nhwc(b, g, wt, (n, h, wd, c), (1, 1), pads, dilate)
         else:
             dx = _conv_nhwc_any_pad(b, g, wt, (n, h, wd, c), pads, stride, dilate)

@@ -314,6 +314,22 @@ def one_axis(kernel: Sequence[int]) -> bool:
     return len(kernel) == 2 and min(kernel) == 1 and max(kernel) > 1
 
 
+# stride-1 data gradients on maps up to this many pixels with at least this many channels
+# (in and out) run as im2col + one matmul: with the weight a runtime value (training) IREE
+# 3.13's direct convolution reached ~130 GFLOP/s at 14x14x256 and ~95 at 7x7x512 (batch 16),
+# the joined windows and one matmul ~190-210; at 28x28x128 and 56x56x64 the direct form
+# was 1.5-8x faster (docs/PERFORMANCE.md)
+IM2COL_MAX_PIXELS = 196
+IM2COL_MIN_CHANNELS = 256
+
+
+def small_map_im2col(kernel: Sequence[int], g_shape, c: int) -> bool:
+    """Whether a stride-1 NHWC data gradient of ``kernel`` from head gradient ``g_shape``
+    (N, OH, OW, F) into ``c`` channels runs as im2col + one matmul (``im2col_nhwc``)."""
+    return (len(kernel) == 2 and not any_dynamic(g_shape) and g_shape[1] * g_shape[2] <= IM2COL_MAX_PIXELS
+            and min(c, g_shape[3]) >= IM2COL_MIN_CHANNELS)
+
+
 def im2col_nhwc(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, dilation) -> Value:
     """A convolution of NHWC ``x`` with an HWIO ``wt`` (KH, KW, C, F) of a one-axis kernel:
     the k windows of the padded input joined on the channel axis, then one matmul with the
