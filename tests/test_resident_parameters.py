@@ -187,3 +187,32 @@ def test_resident_with_random_state():
     a, b = (ex.forward(data=np.ones((4, 3)))[0].asnumpy() for _ in range(2))
     assert set(np.unique(a)) <= {0.0, 8.0} and 0 < (a == 0).mean() < 1   # (3 + 1) / (1 - 0.5)
     assert not np.array_equal(a == 0, b == 0)
+
+
+def test_resident_weights_are_unfenced_and_match_numpy():
+    """A 1x1 layer of 128 channels on a small map (one 2-D matmul, ops.conv.pointwise_as_matmul)
+    and a 3x3 one: their resident weights' layout changes stay unfenced (IREE hoists them and the
+    matmul's packing into the initializer), the data's is the module's one barrier."""
+    from aotexec import pipeline
+    from aotexec.runtime.bind_args import bind_typing
+    data = ax.sym.Variable("data")
+    y = ax.sym.Convolution(data, kernel=(1, 1), num_filter=8, name="pw")
+    net = ax.sym.Convolution(y, kernel=(3, 3), pad=(1, 1), num_filter=4, no_bias=True, name="c3")
+    shape = (2, 128, 4, 4)
+    typing = bind_typing(net, {"data": shape}, {})
+    text, _ = pipeline.entry_points(net, typing, ["forward_infer"], channels_last=True,
+                                    resident=pipeline.resident_parameters(net, typing))
+    assert text.count("util.global.load") == 3 and text.count('"stablehlo.optimization_barrier"') == 1
+    rng = np.random.default_rng(4)
+    p = {"pw_weight": rng.uniform(-1, 1, (8, 128, 1, 1)), "pw_bias": rng.uniform(-1, 1, 8),
+         "c3_weight": rng.uniform(-1, 1, (4, 8, 3, 3))}
+    x = rng.uniform(-1, 1, shape)
+    ex = net.simple_bind(ax.cpu(), grad_req="null", data=shape)
+    ex.copy_params_from({k: ax.nd.array(v.astype(np.float32)) for k, v in p.items()})
+    out = ex.forward(is_train=False, data=ax.nd.array(x.astype(np.float32)))[0].asnumpy()
+    assert ex._program(("forward_infer",)).entry("forward_infer").resident == list(p)
+    h = np.einsum("nchw,oc->nohw", x, p["pw_weight"][:, :, 0, 0]) + p["pw_bias"][None, :, None, None]
+    hp = np.pad(h, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = sum(np.einsum("nchw,oc->nohw", hp[:, :, i:i + 4, j:j + 4], p["c3_weight"][:, :, i, j])
+              for i in range(3) for j in range(3))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

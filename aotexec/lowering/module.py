@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from ..base import AotexecError
-from ..emitter import Emitter, Value, mlir_string
+from ..emitter import RESIDENT_ARG, Emitter, Value, mlir_string
 from ..graph import Entry, Node
 from ..ops.nhwc import TO_NCHW
 from ..ops.registry import draws_random, reads_value
@@ -52,7 +52,7 @@ class FunctionBuilder:
             shape = layout.physical(self.typing.shape_of(e), self.lay.of(e.node, e.index))
             if i in resident:
                 k = len(self.globals)
-                v = self._value(f"%argp{k}", e, shape)
+                v = self._value(f"{RESIDENT_ARG}{k}", e, shape)
                 # keyed by variable name: the artifact's params.irpa serves IREE's tools too
                 self.globals.append(f'  util.global private @{self.name}_p{k} = #flow.parameter.named<'
                                     f'"{RESIDENT_SCOPE}"::"{mlir_string(e.node.name)}"> : {v.type}')
