@@ -120,6 +120,34 @@ def test_small_map_data_gradient_as_im2col_matches_numpy():
     np.testing.assert_allclose(ex.grad_dict["conv_weight"].asnumpy(), dw, rtol=1e-4, atol=1e-5)
 
 
+def test_wide_pointwise_layer_on_a_large_map_is_a_matmul_and_matches_numpy():
+    """A 1x1 layer of 256 -> 256 channels on 2 x 64 x 64 pixels (past POINTWISE_MATMUL_MAX_PIXELS,
+    but wide: ops.conv.pointwise_as_matmul) is one 2-D dot_general; output and gradients
+    against numpy."""
+    from aotexec.ops import conv
+    rng = np.random.default_rng(9)
+    n, c, f, h, w = 2, 256, 256, 64, 64
+    assert h * w * n >= 2 * conv.POINTWISE_MATMUL_MAX_PIXELS and c * f >= conv.POINTWISE_MATMUL_WIDE
+    x, wt = rng.uniform(-1, 1, (n, c, h, w)), rng.uniform(-1, 1, (f, c, 1, 1)) / 16
+    head = rng.uniform(-1, 1, (n, f, 1, 1))
+    y = S.Convolution(V("x"), kernel=(1, 1), num_filter=f, no_bias=True, name="conv")
+    net = S.Pooling(S.elemwise_mul(y, y), global_pool=True, pool_type="avg", kernel=(1, 1))
+    t = bind_typing(net, {"x": x.shape}, {})
+    text, _ = pipeline.entry_points(net, t, ["forward_infer"], channels_last=True)
+    assert f"tensor<{n * h * w}x{c}xf32>" in text and '"stablehlo.convolution"' not in text
+    ex = net.bind(ax.cpu(), args={"x": ax.nd.array(x.astype(np.float32)), "conv_weight": ax.nd.array(wt.astype(np.float32))},
+                  args_grad={"x": ax.nd.zeros(x.shape), "conv_weight": ax.nd.zeros(wt.shape)})
+    out = ex.forward(is_train=True)[0].asnumpy()
+    ex.backward([ax.nd.array(head.astype(np.float32))])
+    yr = np.einsum("nchw,fc->nfhw", x, wt[:, :, 0, 0])
+    np.testing.assert_allclose(out, (yr * yr).mean((2, 3), keepdims=True), rtol=1e-4, atol=1e-5)
+    g = 2 * yr * head / (h * w)
+    np.testing.assert_allclose(ex.grad_dict["x"].asnumpy(), np.einsum("nfhw,fc->nchw", g, wt[:, :, 0, 0]),
+                               rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(ex.grad_dict["conv_weight"].asnumpy()[:, :, 0, 0], np.einsum("nchw,nfhw->fc", x, g),
+                               rtol=1e-4, atol=1e-5)
+
+
 def test_channels_last_matches_nchw_on_a_residual_block(monkeypatch):
     data = V("data")
     x = S.Activation(S.BatchNorm(S.Convolution(data, kernel=(3, 3), pad=(1, 1), num_filter=8, name="c1"),

@@ -159,12 +159,20 @@ def _hwio(b: Emitter, w: Value) -> Value:
 # and MobileNet v2's narrow expansions measured faster as convolutions (docs/PERFORMANCE.md)
 POINTWISE_MATMUL_MAX_PIXELS = 4096
 POINTWISE_MATMUL_MIN_CHANNELS = 128
+# ... and on maps of at least twice that many pixels when in x out channels reach this
+# (ResNet-50's 512 <-> 128 layers at 28x28, batch 16: the 4-D form at ~180 GFLOP/s, the 2-D
+# matmul at ~310 once its weight's packing is hoisted into the initializer; Inception-v3's
+# 768 -> 192 layers at 17x17, batch 16 (4,624 pixels) and its narrow 35x35 ones measured slower)
+POINTWISE_MATMUL_WIDE = 65536
 
 
-def pointwise_as_matmul(shape) -> bool:
+def pointwise_as_matmul(shape, out_channels: int) -> bool:
     """Whether a 1x1, stride-1 convolution of the NHWC input ``shape`` is emitted as a matmul."""
-    return (not any_dynamic(shape) and prod(shape[:3]) <= POINTWISE_MATMUL_MAX_PIXELS
-            and shape[3] >= POINTWISE_MATMUL_MIN_CHANNELS)
+    if any_dynamic(shape) or shape[3] < POINTWISE_MATMUL_MIN_CHANNELS:
+        return False
+    pixels = prod(shape[:3])
+    return pixels <= POINTWISE_MATMUL_MAX_PIXELS or (
+        pixels >= 2 * POINTWISE_MATMUL_MAX_PIXELS and shape[3] * out_channels >= POINTWISE_MATMUL_WIDE)
 
 
 def _nhwc_bias(b: Emitter, y: Value, bias: Value | None) -> Value:
@@ -190,7 +198,7 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
         x = b.slice(x, (0, 0, 0, 0), (x.shape[0], (out_shape[1] - 1) * stride[0] + 1,
                                       (out_shape[2] - 1) * stride[1] + 1, x.shape[3]), (1, stride[0], stride[1], 1))
         stride, pad = (1, 1), (0, 0)
-    if tuple(p.kernel) == (1, 1) and tuple(pad) == (0, 0) and pointwise_as_matmul(x.shape):
+    if tuple(p.kernel) == (1, 1) and tuple(pad) == (0, 0) and pointwise_as_matmul(x.shape, out_shape[3]):
         y = b.dot_general(b.reshape(x, (prod(x.shape[:3]), x.shape[3])), b.reshape(_hwio(b, w), (x.shape[3], out_shape[3])),
                           contract=([1], [0]))
         y = b.reshape(y, tuple(out_shape))
