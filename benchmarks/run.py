@@ -316,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-docs", action="store_true", help="write only the results JSON")
     p.add_argument("--report-only", action="store_true",
                    help="measure nothing: rewrite the tables and plot from --results")
+    p.add_argument("--merge", metavar="JSON",
+                   help="--zoo: measure nothing: the nets of JSON (a --no-docs run) replace theirs in --results, "
+                        "then the tables and plot are rewritten from the merged results")
     p.add_argument("-v", "--verbose", action="store_true", help="show the workers' stderr")
     args = p.parse_args(argv)
     harness.VERBOSE = args.verbose

@@ -264,8 +264,11 @@ def apply_defaults(args) -> None:
 
 def main(args, parser) -> int:
     apply_defaults(args)
-    if args.report_only:
+    if args.report_only or args.merge:
         results = json.loads(Path(args.results).read_text())
+        if args.merge:
+            results = merge(results, json.loads(Path(args.merge).read_text()))
+            Path(args.results).write_text(json.dumps(results, indent=1, default=str))
         return publish(results, args)
     names = split_list(args.nets) or [*nets.BENCH_NETS, *zoo.MODELS]
     for n in names:
@@ -307,6 +310,32 @@ def main(args, parser) -> int:
             c.stop()
     save(results, args, t_start)
     return publish(results, args)
+
+
+def _run_info(results: dict, names: list[str]) -> dict:
+    m = results["machine"]
+    return {"started": results["started"], "cpu": m.get("Model name", "?"), "load_start": results["load_start"],
+            "load_end": results.get("load_end", math.nan), "nets": names}
+
+
+def _net_of(key: str) -> str:
+    """'resnet18_v1:16/train/aotexec' -> 'resnet18_v1'."""
+    return key.split("/")[0].split(":")[0]
+
+
+def merge(base: dict, new: dict) -> dict:
+    """``base`` with every entry of ``new``'s nets replaced by ``new``'s; ``runs`` records which
+    run (date, CPU, load) each net's rows come from."""
+    fresh = set(new["names"])
+    runs = base.get("runs") or [_run_info(base, list(base["names"]))]
+    for r in runs:
+        r["nets"] = [n for n in r["nets"] if n not in fresh]
+    out = dict(base, runs=[r for r in runs if r["nets"]] + [_run_info(new, list(new["names"]))])
+    for k in ("compile", "peer_bind", "setup", "errors", "cross_check", "timing", "wall_s", "rows"):
+        kept = {key: v for key, v in base.get(k, {}).items() if _net_of(key) not in fresh}
+        out[k] = kept | new.get(k, {})
+    out["names"] = list(base["names"]) + [n for n in new["names"] if n not in base["names"]]
+    return out
 
 
 def save(results: dict, args, t_start: float) -> None:
@@ -382,7 +411,7 @@ def markdown(results: dict) -> str:
          f"{results['load_start']:.2f} at the start, {results.get('load_end', math.nan):.2f} at the end; "
          f"{a['rounds']} rounds x {a['seconds']} s per system and row"
          f"{' (--quick)' if a.get('quick') else ''}; compile timeout {a['compile_timeout']:.0f} s; "
-         f"whole run {results.get('total_wall_s', math.nan) / 60:.0f} min.",
+         f"whole run {results.get('total_wall_s', math.nan) / 60:.0f} min.", *_merged_runs(results),
          "Times in ms per step: median (p10–p90). Speedup = best peer median / aotexec median. "
          "`n/a`: the system has no such net (torchvision lacks it; ONNX Runtime runs inference only); "
          "`timed out` / `failed`: aotexec's compile of that row (the error is listed below).", "",
@@ -417,6 +446,17 @@ def markdown(results: dict) -> str:
         L += [f"- `{k}`: {v}" for k, v in shown.items()]
     L += ["", "Versions: " + "; ".join(f"{k}: {v}" for k, v in results.get("versions", {}).items())]
     return "\n".join(L) + "\n"
+
+
+def _merged_runs(results: dict) -> list[str]:
+    """A line per run when the rows were merged from several (``merge``): rows of different
+    runs (machines, loads) compare only through their speedup columns."""
+    runs = results.get("runs") or []
+    if len(runs) < 2:
+        return []
+    return ["Rows merged from several runs (`--merge`); compare rows of different runs only by their "
+            "speedups: " + "; ".join(f"{', '.join(r['nets'])}: {r['started']} on {r['cpu']}, load "
+                                      f"{r['load_start']:.2f}-{r['load_end']:.2f}" for r in runs) + "."]
 
 
 def compile_table(results: dict, all_rows) -> list[str]:

@@ -86,3 +86,24 @@ def test_cli_bench(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "aotexec.cli", "bench", str(sym), "--shape", "nope=2,784"],
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "not inputs" in bad.stderr
+
+
+def test_zoo_merge_replaces_the_rerun_nets_only():
+    import zoo_run
+    machine = {"Model name": "cpu A", "cpus": 2}
+
+    def run(started, names, ms):
+        return {"started": started, "machine": machine, "load_start": 0.5, "load_end": 0.6, "names": names,
+                "rows": {n: [[f"{n}:1", "infer"]] for n in names},
+                "timing": {f"{n}:1/infer/aotexec": {"median_ms": ms} for n in names},
+                "compile": {f"{n}:1/infer": {"cold_s": ms} for n in names}, "cross_check": {n: {} for n in names}}
+
+    base = run("2026-11-25 14:07", ["resnet18_v1", "resnet50_v1"], 10.0)
+    out = zoo_run.merge(base, run("2026-11-27 07:30", ["resnet50_v1", "mobilenet1.0"], 5.0))
+    assert out["names"] == ["resnet18_v1", "resnet50_v1", "mobilenet1.0"]
+    assert out["timing"]["resnet18_v1:1/infer/aotexec"]["median_ms"] == 10.0
+    assert out["timing"]["resnet50_v1:1/infer/aotexec"]["median_ms"] == 5.0
+    assert out["compile"]["mobilenet1.0:1/infer"]["cold_s"] == 5.0
+    assert [(r["started"], r["nets"]) for r in out["runs"]] == [("2026-11-25 14:07", ["resnet18_v1"]),
+                                                              ("2026-11-27 07:30", ["resnet50_v1", "mobilenet1.0"])]
+    assert "resnet18_v1: 2026-11-25 14:07 on cpu A" in zoo_run._merged_runs(out)[0]
