@@ -375,3 +375,20 @@ def test_tile_refuses_negative_and_zero_reps():
     for reps in ((1, 2, -3), (1, 0, 3)):
         with pytest.raises(ax.MXNetError, match="reps"):
             ax.sym.tile(x, reps=reps).infer_shape(x=(4, 4))
+
+
+def test_topk_of_a_long_axis_as_mxnet():
+    """MXNet's test_order: topk k=5 of rows of 300,096 failed IREE's compile (a sort's unused keys
+    over the stack limit) and ran for minutes as IREE's quadratic sort.  Rows of 70,001 (a
+    permutation each); expected values from MXNet 1.9.1."""
+    n = 70001
+    x = np.stack([(np.arange(n) * 7919 + r * 13) % n for r in range(2)]).astype(np.float32)
+    a = ax.sym.Variable("a")
+    for asc, idx in ((False, [[23646, 47292, 937, 24583, 48229], [51040, 4685, 28331, 51977, 5622]]),
+                     (True, [[0, 46355, 22709, 69064, 45418], [27394, 3748, 50103, 26457, 2811]])):
+        s = ax.sym.topk(a, axis=1, k=5, ret_typ="both", is_ascend=asc, dtype="int32")
+        values, got = s.bind(ax.cpu(), {"a": ax.nd.array(x)}).forward()
+        np.testing.assert_array_equal(got.asnumpy(), idx)
+        np.testing.assert_array_equal(values.asnumpy(), np.tile(np.arange(5) if asc else n - 1 - np.arange(5), (2, 1)))
+    mask = ax.sym.topk(a, axis=1, k=3, ret_typ="mask").bind(ax.cpu(), {"a": ax.nd.array(x)}).forward()[0]
+    assert np.argwhere(mask.asnumpy()).tolist() == [[0, 937], [0, 23646], [0, 47292], [1, 4685], [1, 28331], [1, 51040]]

@@ -245,6 +245,18 @@ EXEC += [
      "shapes": {"x": (2, 3), "y": (2, 3)}, "range": {"x": (0.0, 0.0)}},
 ]
 
+EXEC += [   # top_k (a partial sort): value gradients routed back; the bound argument left as it was
+    {"name": "topk_value_last_axis", "code": f"out = mx.sym.topk({V}('x'), axis=-1, k=1, ret_typ='value')",
+     "shapes": {"x": (3, 4, 5)}, "grad": True},
+    {"name": "topk_both_ascending_axis0",
+     "code": f"out = mx.sym.topk({V}('x'), axis=0, k=2, ret_typ='both', is_ascend=True)",
+     "shapes": {"x": (5, 3, 2)}, "grad": True},
+    {"name": "topk_mask_flat_int32", "code": f"out = mx.sym.topk({V}('x'), axis=None, k=3, ret_typ='mask')",
+     "shapes": {"x": (3, 4)}, "dtypes": {"x": "int32"}, "range": {"x": (-1000.0, 1000.0)}},
+    {"name": "topk_uint8_ascending", "code": f"out = mx.sym.topk({V}('x'), k=2, ret_typ='both', is_ascend=True)",
+     "shapes": {"x": (3, 4)}, "dtypes": {"x": "uint8"}, "range": {"x": (0.0, 255.0)}},
+]
+
 # ---- monitor callback names and debug_str's backward ops ----
 MONITOR = [
     {"name": "batchnorm_outputs", "code": f"out = mx.sym.BatchNorm({V}('data'), name='bn')",

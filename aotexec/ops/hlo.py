@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from ..emitter import Emitter, Value, scatter_add_rows, tensor_type
+from ..mlir_values import value_shape
 
 
 def _ints(vals: Sequence[int]) -> str:
@@ -62,13 +63,71 @@ def sort(b: Emitter, operands: Sequence[Value], dim: int, descending: bool) -> l
                    f'({region}) {{dimension = {dim} : i64, is_stable = true}} : ({types}) -> ({types}) '
                    f'loc("{b.loc}")')
     res = [Value(f"{base}#{i}", v.shape, v.dtype) for i, v in enumerate(operands)]
-    if b.vulkan:
-        # IREE 3.13's SPIR-V codegen failed on a sort whose sorted keys go unused (argsort of
-        # 512 rows: 'vector.transfer_read op with rank > 1'; of a 1-D array: a segfault), so the
-        # other results keep them in use
+    if len(res) > 1:
+        # a sort whose sorted keys go unused failed IREE 3.13's codegen: on SPIR-V (argsort of
+        # 512 rows: 'vector.transfer_read op with rank > 1'; of a 1-D array: a segfault) and on
+        # llvm-cpu, where the dead keys became a stack buffer of the dispatch's rows (argsort /
+        # topk indices of a 65,537-long axis went over the 256 KiB stack limit), so the other
+        # results keep them in use
         used = _never(b, res[0], 1.0)
         res = [res[0]] + [b.select(used, b.full_like(r, 0.0), r) for r in res[1:]]
     return res
+
+
+def top_k(b: Emitter, x: Value, k: int, axis: int, largest: bool) -> tuple[Value, Value]:
+    """(values, int32 positions) of the k largest (``largest``) or smallest of ``x`` along
+    ``axis``, in that order; ties lower index first (a stable sort's first k) for values of
+    up to 32 bits, unspecified for 64-bit ones (as in MXNet, whose std::partial_sort is not
+    stable).
+
+    One ``chlo.top_k`` (IREE's linalg_ext.topk, O(n k)): IREE 3.13's llvm-cpu sort is
+    quadratic in the axis, so topk k=5 of 100 rows of 300,096 (MXNet's test_order) ran for
+    minutes as a sort.  top_k takes the largest along the last axis and breaks ties in no set
+    order, so it ranks int64 keys: the value as an int32 of the same order, reversed for the
+    smallest, above the reversed position (``_rank_keys``)."""
+    perm = [d for d in range(x.ndim) if d != axis] + [axis]
+    inverse = [perm.index(d) for d in range(x.ndim)]
+    xt = b.transpose(x, perm)
+    ranked = _rank_keys(b, xt, largest)
+    # a copy of its own, as sort's: IREE 3.13 wrote into top_k's operand (a bound argument
+    # came back changed from a forward pass)
+    key = _own_copies(b, [ranked if ranked is not None else xt if largest else b.neg(xt)])[0]
+    shape = value_shape(tuple(key.shape[:-1]) + (k,))
+    base = b.fresh("t")
+    b.lines.append(f'{b.indent}{base}:2 = "chlo.top_k"({key.name}) {{k = {int(k)} : i64}} : ({key.type}) -> '
+                   f'({tensor_type(shape, key.dtype)}, {tensor_type(shape, np.int32)}) loc("{b.loc}")')
+    top, pos = Value(f"{base}#0", shape, key.dtype), Value(f"{base}#1", shape, np.dtype("int32"))
+    # as sort's: unused values became a stack buffer over llvm-cpu's limit (6 MB for k=5 of 300,096)
+    pos = b.select(_never(b, top, 1.0), b.full_like(pos, 0.0), pos)
+    if ranked is None:
+        values = top if largest else b.neg(top)
+    else:
+        v32 = b.convert(b._bin("shift_right_arithmetic", top, 32.0), "int32")
+        v32 = v32 if largest else b.unary("not", v32)
+        values = (b.op("stablehlo.bitcast_convert", [_float_order(b, v32)], shape, "float32")
+                  if x.dtype.kind == "f" else v32)
+    return b.transpose(b.convert(values, x.dtype), inverse), b.transpose(pos, inverse)
+
+
+def _float_order(b: Emitter, bits: Value) -> Value:
+    """float32 bits <-> an int32 of the same order (its own inverse): negative floats' magnitude
+    bits flipped."""
+    return b._bin("xor", bits, b._bin("and", b._bin("shift_right_arithmetic", bits, 31.0), 2.0 ** 31 - 1))
+
+
+def _rank_keys(b: Emitter, x: Value, largest: bool) -> Value | None:
+    """int64 keys along x's last axis, largest first in top_k's order: the value's int32 order
+    (reversed for the smallest) in the high half, the position reversed in the low half, so
+    ties go to the lower position.  None for 64-bit values (and uint32), which do not fit."""
+    if x.dtype.itemsize > 4 or x.dtype.name == "uint32" or x.dtype.kind not in "fiub":
+        return None
+    if x.dtype.kind == "f":     # float16 widens exactly; -0 ranks below +0, NaN beyond the infinities
+        key = _float_order(b, b.op("stablehlo.bitcast_convert", [b.convert(x, "float32")], x.shape, "int32"))
+    else:
+        key = b.convert(x, "int32")
+    key = key if largest else b.unary("not", key)
+    rev = b.reverse(b.iota(x.shape, x.ndim - 1, "int64"), [x.ndim - 1])
+    return b._bin("or", b._bin("shift_left", b.convert(key, "int64"), 32.0), rev)
 
 
 def gather_nd(b: Emitter, data: Value, idx: Value) -> Value:

@@ -2,7 +2,9 @@
 parameters, shape and dtype rules, lowering and gradient per op.
 
 Each is one ``stablehlo.sort`` of the values with their positions (stable: equal values keep
-their order, where MXNet's std::sort leaves it unspecified).  Indices come out as floats by
+their order, where MXNet's std::sort leaves it unspecified), or, for a topk of fewer than the
+whole axis off Vulkan, one ``chlo.top_k`` (``hlo.top_k``: stable the same way for values of up
+to 32 bits).  Indices come out as floats by
 default (``dtype``), as MXNet's.  The gradient of values flows back to the positions they came
 from (a scatter); index and mask outputs have a zero gradient.
 """
@@ -113,9 +115,14 @@ def _first_k(b, v, axis: int, k: int):
 @lowers(topk, sort, argsort)
 def _topk_lower(ctx, p, x):
     b, q = ctx.b, _as_topk(p)
-    values, pos, axis, sorted_shape = _sorted(b, q, x)
     k = _topk_k(q, x.shape)
-    values, pos = _first_k(b, values, axis, k), _first_k(b, pos, axis, k)
+    sorted_shape = (prod(x.shape),) if q.axis is None else x.shape
+    axis = 0 if q.axis is None else norm_axis(q.axis, x.ndim)
+    if k < sorted_shape[axis] and not b.vulkan:     # a partial sort: O(n k), not IREE's O(n^2) sort
+        values, pos = hlo.top_k(b, b.reshape(x, sorted_shape), k, axis, largest=not q.is_ascend)
+    else:
+        values, pos, axis, sorted_shape = _sorted(b, q, x)
+        values, pos = _first_k(b, values, axis, k), _first_k(b, pos, axis, k)
     if q.ret_typ == "mask":     # ones scattered to the top k's positions
         return b.reshape(hlo.scatter_along(b, sorted_shape, axis, pos, b.full_like(values, 1.0)), x.shape)
     if q.ret_typ == "indices":
