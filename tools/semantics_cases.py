@@ -147,6 +147,12 @@ ERRORS = [
     {"name": "reshape_like_bad_range",
      "code": f"out = mx.sym.reshape_like({V}('l'), {V}('r'), lhs_begin=1, lhs_end=1)",
      "call": "out.infer_shape(l=(30, 7), r=(15, 2, 4))", "phrase": "Invalid begin, end, get lhs_begin=1"},
+    # MXNet's test_zero_size_min_max: max / min of no elements (numpy shape semantics)
+    {"name": "min_zero_size", "code": f"out = mx.sym.min({V}('x'), axis=1, name='m')",
+     "call": "with mx.np_shape(True):\n    out.infer_shape(x=(5, 0))",
+     "phrase": "Check failed: (*in_attrs)[0].Size() > 0U (0 vs. 0) : Reduction input's size should > 0 [5,0]"},
+    {"name": "max_zero_size_all_axes", "code": f"out = mx.sym.max({V}('x'), name='m')",
+     "call": "with mx.np_shape(True):\n    out.infer_shape(x=(0, 3))", "phrase": "Error in operator m: "},
     {"name": "bind_args_list_length", "code": f"out = {V}('a') + {V}('b')",
      "call": "out.bind(mx.cpu(), args=[mx.nd.zeros((2,))])",
      "phrase": "Length of args does not match the number of arguments"},

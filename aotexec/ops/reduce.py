@@ -11,7 +11,7 @@ from typing import Callable, ClassVar, Optional
 
 from .params import Shape
 from .registry import define, differentiable, lowers
-from .rules import fixed_dtype, flat_or_axis, norm_axis, prod, ranked, same_dtype
+from .rules import fixed_dtype, flat_or_axis, known, norm_axis, prod, ranked, same_dtype, shape_str
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,20 @@ def reduced_shape(data: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) 
     return out or (1,)
 
 
-@ranked
-def _reduce_shape(p: ReduceParam, data):
+def _reduced(p: ReduceParam, data):
     return reduced_shape(tuple(data), p.axes(len(data)), p.keepdims)
+
+
+_reduce_shape = ranked(_reduced)
+
+
+@ranked
+def _minmax_shape(p: ReduceParam, data):
+    """ReduceMinMaxAxesShape: max / min of no elements have no value (whatever the axes)."""
+    if known(data) and prod(data) == 0:
+        raise ValueError(f"Check failed: (*in_attrs)[0].Size() > 0U (0 vs. 0) : Reduction input's size should > 0 "
+                         f"{shape_str(data)}")
+    return _reduced(p, data)
 
 
 def _drop_nan(b, x, fill: float):
@@ -112,8 +123,8 @@ REDUCTIONS = (
               ("in0", "out0"), pre=lambda b, x: _drop_nan(b, x, 1.0)),
 )
 for _r in REDUCTIONS:
-    _op = define(_r.name, *_r.aliases, params=ReduceParam, infer_shape=_reduce_shape, infer_type=same_dtype,
-                 listed_inputs=False)
+    _op = define(_r.name, *_r.aliases, params=ReduceParam, infer_type=same_dtype, listed_inputs=False,
+                 infer_shape=_minmax_shape if _r.kind in ("max", "min") else _reduce_shape)
     lowers(_op)(_reduce_rule(_r.pre, _r.kind, _r.mean))
     differentiable(_op, ("ograd0",) + _r.reads)(_reduce_grad(_r.grad, _r.reads, _r.mean))
 

@@ -44,6 +44,10 @@ def _inplace(fn):
 
 def _reduce(fn):
     def method(self, axis=None, keepdims=False, exclude=False, **kwargs):
+        if self.size == 0 and fn in (np.max, np.min):
+            # numpy's ValueError is not MXNet's: aotexec's operator checks the shape as MXNet does
+            from ._imperative import run_op
+            return run_op(fn.__name__, (self,), dict(axis=axis, keepdims=keepdims, exclude=exclude))
         a = self.asnumpy()
         if isinstance(axis, list):
             axis = tuple(axis)
