@@ -392,3 +392,30 @@ def test_topk_of_a_long_axis_as_mxnet():
         np.testing.assert_array_equal(values.asnumpy(), np.tile(np.arange(5) if asc else n - 1 - np.arange(5), (2, 1)))
     mask = ax.sym.topk(a, axis=1, k=3, ret_typ="mask").bind(ax.cpu(), {"a": ax.nd.array(x)}).forward()[0]
     assert np.argwhere(mask.asnumpy()).tolist() == [[0, 937], [0, 23646], [0, 47292], [1, 4685], [1, 28331], [1, 51040]]
+
+
+def test_conformance_runner_indexes_numpy_arrays_as_mxnets_ci_numpy(tmp_path):
+    """MXNet's test_crop / slice_axis / slice_like / flip / pick index numpy arrays with lists
+    (``x.asnumpy()[[slice(...), ...]]``, ``data[[arr, arr]]``), which numpy < 1.23 read as
+    tuples (MXNet 1.9.1's CI pinned numpy < 1.20) and numpy >= 1.23 refuses: the runner loads
+    test files with those reads and writes of numpy arrays rewritten to numpy's old reading."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "mxnet_conformance", Path(__file__).resolve().parent.parent / "tools" / "mxnet_conformance.py")
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    src = tmp_path / "test_legacy.py"
+    src.write_text("import numpy as np\n"
+                   "def test_it(x, idx):\n"
+                   "    y = x.copy()\n"
+                   "    y[idx] = 0\n"
+                   "    return x[idx], y, x[[0, 1]], x[1:], x[[[0, 1], [1, 2]]]\n")
+    x = np.arange(12).reshape(3, 4)
+    got, zeroed, rows, tail, pairs = runner._load_test_module(str(src)).test_it(x, [slice(None), slice(None, None, -1)])
+    assert np.array_equal(got, x[:, ::-1]) and not zeroed.any()
+    assert np.array_equal(rows, x[:2]) and np.array_equal(tail, x[1:])
+    assert np.array_equal(pairs, x[[0, 1], [1, 2]])         # a list of lists: a tuple, as numpy < 1.23
+    rows_idx, cols = np.arange(3).reshape(3, 1), np.array([[0], [2], [3]])
+    assert np.array_equal(runner.legacy_getitem(x, [rows_idx, cols]), x[rows_idx, cols])   # test_pick's form
+    nd = ax.nd.array(x)     # not a numpy array: its own indexing
+    assert np.array_equal(runner.legacy_getitem(nd, 1).asnumpy(), x[1])

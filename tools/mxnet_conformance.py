@@ -9,7 +9,9 @@ fetch it, e.g. ``git archive 1.9.1 tests/python/unittest tests/python/common | t
 ``tests/python/common`` holds the ``models`` module the tests import).  ``tools/mxnet_shim`` goes
 first on ``sys.path``: ``import mxnet`` gets aotexec (see its README).
 
-Each file's tests run in a worker process, one at a time; the runner kills a worker whose test
+The test files are loaded with their indexing of numpy arrays by lists read as numpy < 1.23
+did (``legacy_getitem``; MXNet's CI ran numpy < 1.20).  Each file's tests run in a worker
+process, one at a time; the runner kills a worker whose test
 runs over ``--timeout`` seconds and starts a new one for the rest.  Every bind / simple_bind /
 reshape is an executor; a test that causes more than ``--max-compiles`` compiles (a new shape of a
 structure without a shape-generic program costs one) stops and is reported as over budget.
@@ -86,15 +88,70 @@ def _run_one(fn) -> None:
             case[0](*case[1:])
 
 
+def legacy_getitem(obj, index):
+    """``obj[index]`` with numpy < 1.23's reading of a list index on a numpy array: a list of
+    fewer than 32 entries holding a slice, None, Ellipsis or a sequence indexes as a tuple.
+    MXNet 1.9.1's CI ran numpy < 1.20, and its tests index that way (test_flip's
+    ``x.asnumpy()[[slice(None, None, -1), ...]]``, test_pick's ``data[[array, ...]]``); numpy
+    >= 1.23 refuses (IndexError / "setting an array element with a sequence"), whatever the
+    library under test (MXNet 1.9.1 with numpy 1.23 fails them too)."""
+    return obj[_legacy_index(obj, index)]
+
+
+def legacy_setitem(obj, index, value) -> None:
+    """``obj[index] = value`` as ``legacy_getitem`` reads the index."""
+    obj[_legacy_index(obj, index)] = value
+
+
+def _legacy_index(obj, index):
+    import numpy as np
+    if (isinstance(obj, np.ndarray) and type(index) is list and len(index) < 32
+            and any(isinstance(i, (slice, list, tuple, np.ndarray)) or i is None or i is Ellipsis for i in index)):
+        return tuple(index)
+    return index
+
+
+def _plain(node: ast.Subscript) -> bool:
+    """No slice syntax in the index (``a[i]``, not ``a[1:2]``): the index is a value."""
+    return not any(isinstance(n, ast.Slice) for n in ast.walk(node.slice))
+
+
+class _LegacyIndexing(ast.NodeTransformer):
+    """``a[i]`` -> ``__legacy_getitem__(a, i)``; ``a[i] = v`` -> ``__legacy_setitem__(a, i, v)``."""
+
+    def visit_Subscript(self, node: ast.Subscript):
+        self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load) or not _plain(node):
+            return node
+        return ast.copy_location(ast.Call(ast.Name("__legacy_getitem__", ast.Load()), [node.value, node.slice], []),
+                                 node)
+
+    def visit_Assign(self, node: ast.Assign):
+        self.generic_visit(node)
+        t = node.targets[0]
+        if len(node.targets) != 1 or not isinstance(t, ast.Subscript) or not _plain(t):
+            return node
+        call = ast.Call(ast.Name("__legacy_setitem__", ast.Load()), [t.value, t.slice, node.value], [])
+        return ast.copy_location(ast.Expr(call), node)
+
+
+def _load_test_module(path: str):
+    """The test file as a module, its reads of numpy arrays indexed as numpy < 1.23 did."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__.update(__legacy_getitem__=legacy_getitem, __legacy_setitem__=legacy_setitem)
+    tree = ast.fix_missing_locations(_LegacyIndexing().visit(ast.parse(Path(path).read_text(), path)))
+    exec(compile(tree, path, "exec"), module.__dict__)
+    return module
+
+
 def worker(path: str, names: list[str], max_executors: int, out_fd: int) -> None:
     out = os.fdopen(out_fd, "w", buffering=1)
     sys.path[:0] = [str(SHIM), os.path.dirname(path)]
-    import importlib.util
     import mxnet._harness as h
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        module = _load_test_module(path)
         if hasattr(module, "setup_module"):
             module.setup_module()
     except BaseException as e:  # noqa: BLE001  (any import failure fails every test of the file)

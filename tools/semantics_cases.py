@@ -263,6 +263,15 @@ EXEC += [   # top_k (a partial sort): value gradients routed back; the bound arg
      "shapes": {"x": (3, 4)}, "dtypes": {"x": "uint8"}, "range": {"x": (0.0, 255.0)}},
 ]
 
+EXEC += [   # MXNet's test_pick: out-of-range indices wrap or clip
+    {"name": "pick_wrap", "code": f"out = mx.sym.pick({V}('x'), {V}('i'), axis=1, mode='wrap')",
+     "shapes": {"x": (3, 4, 2), "i": (3, 2)}, "dtypes": {"i": "int32"}, "range": {"i": (-9.0, 9.0)},
+     "grad": True, "no_grad": ["i"]},
+    {"name": "pick_clip_keepdims", "code": f"out = mx.sym.pick({V}('x'), {V}('i'), axis=0, keepdims=True)",
+     "shapes": {"x": (3, 4), "i": (4,)}, "dtypes": {"i": "int32"}, "range": {"i": (-4.0, 6.0)},
+     "grad": True, "no_grad": ["i"]},
+]
+
 # ---- monitor callback names and debug_str's backward ops ----
 MONITOR = [
     {"name": "batchnorm_outputs", "code": f"out = mx.sym.BatchNorm({V}('data'), name='bn')",
