@@ -455,8 +455,13 @@ def _merged_runs(results: dict) -> list[str]:
     if len(runs) < 2:
         return []
     return ["Rows merged from several runs (`--merge`); compare rows of different runs only by their "
-            "speedups: " + "; ".join(f"{', '.join(r['nets'])}: {r['started']} on {r['cpu']}, load "
-                                      f"{r['load_start']:.2f}-{r['load_end']:.2f}" for r in runs) + "."]
+            "speedups: " + "; ".join(f"{', '.join(r['nets'])}: {r['started']} on {r['cpu']}" + _load(r) for r in runs)
+            + "."]
+
+
+def _load(run: dict) -> str:
+    lo, hi = run.get("load_start", math.nan), run.get("load_end", math.nan)
+    return "" if math.isnan(lo) or math.isnan(hi) else f", load {lo:.2f}-{hi:.2f}"
 
 
 def compile_table(results: dict, all_rows) -> list[str]:
