@@ -344,3 +344,26 @@ def test_channels_last_overlapping_pooling(size, pool):
         return reduce(v) if reduce else v.sum(axis=(2, 3)) / count[i * sh:i * sh + kh, j * sw:j * sw + kw].sum()
     ref = np.stack([np.stack([window(i, j) for j in range(ow)], -1) for i in range(oh)], -2)
     np.testing.assert_allclose(o1[1], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_inference_depthwise_layer_keeps_its_own_dispatch_and_matches_numpy():
+    """A depthwise 3x3 -> ReLU -> 1x1 block at inference: the depthwise result gets a second
+    use (a one-element read, ops.conv.depthwise_nhwc's ``own_dispatch``) so IREE does not fuse
+    the 1x1 layer's data-tiling pack into it; not in training, where the saved output is used
+    twice anyway. Output against numpy."""
+    rng = np.random.default_rng(11)
+    n, c, f, h, w = 2, 8, 6, 9, 9
+    x = rng.uniform(-1, 1, (n, c, h, w)).astype(np.float32)
+    wd = rng.uniform(-1, 1, (c, 1, 3, 3)).astype(np.float32)
+    wp = rng.uniform(-1, 1, (f, c, 1, 1)).astype(np.float32)
+    d = S.Convolution(V("x"), kernel=(3, 3), pad=(1, 1), num_filter=c, num_group=c, no_bias=True, name="dw")
+    net = S.Convolution(S.Activation(d, act_type="relu"), kernel=(1, 1), num_filter=f, no_bias=True, name="pw")
+    t = bind_typing(net, {"x": x.shape}, {})
+    infer, _ = pipeline.entry_points(net, t, ["forward_infer"], channels_last=True)
+    train, _ = pipeline.entry_points(net, t, ["forward_train"], channels_last=True)
+    assert infer.count('"stablehlo.select"') == 1 and train.count('"stablehlo.select"') == 0
+    ex = net.bind(ax.cpu(), args={"x": ax.nd.array(x), "dw_weight": ax.nd.array(wd), "pw_weight": ax.nd.array(wp)})
+    out = ex.forward(is_train=False)[0].asnumpy()
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    dw = sum(xp[:, :, i:i + h, j:j + w] * wd[None, :, 0, i, j, None, None] for i in range(3) for j in range(3))
+    np.testing.assert_allclose(out, np.einsum("nchw,fc->nfhw", np.maximum(dw, 0), wp[:, :, 0, 0]), rtol=1e-4, atol=1e-5)
