@@ -65,6 +65,7 @@ class CompileOptions:
     opt_level: str = "O2"  # IREE's default is O0
     data_tiling: bool = True  # off by default in IREE; llvm-cpu only
     large_vectors: bool = False  # llvm-cpu: let codegen keep vectors over its size check (a fallback)
+    pads_into_consumers: bool = False  # llvm-cpu: fuse each tensor.pad into its consumer (``PADS_INTO_CONSUMERS_FLAG``)
     extra_flags: tuple[str, ...] = ()
 
 
@@ -81,6 +82,7 @@ class CompileError(AotexecError):
 CONST_EXPR_GROWTH_BYTES = 1 << 40
 # a global (not session) LLVM option: only iree-compile, the subprocess, takes it
 LARGE_VECTORS_FLAG = "--iree-llvmcpu-fail-on-large-vector=false"
+PADS_INTO_CONSUMERS_FLAG = "--iree-dispatch-creation-enable-fuse-padding-into-linalg-consumer-ops"
 
 
 def iree_flags(opts: CompileOptions) -> list[str]:
@@ -103,6 +105,8 @@ def iree_flags(opts: CompileOptions) -> list[str]:
         ]
         if opts.large_vectors:
             flags.append(LARGE_VECTORS_FLAG)
+        if opts.pads_into_consumers:
+            flags.append(PADS_INTO_CONSUMERS_FLAG)
         plain_x86 = opts.cpu.lower() in _NO_DATA_TILING_CPUS and _arch(target_triple(opts)) == "x86_64"
         if opts.data_tiling and not plain_x86:
             flags.append("--iree-opt-data-tiling")

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import aotexec as ax
 from aotexec import compiler as C
 from aotexec.base import AotexecError
 from aotexec.runtime import cpu_features as cf
@@ -82,6 +83,8 @@ def test_iree_flags_per_target():
     assert "--iree-opt-data-tiling" not in C.iree_flags(C.CompileOptions(data_tiling=False))
     assert C.LARGE_VECTORS_FLAG in C.iree_flags(C.CompileOptions(large_vectors=True))
     assert C.LARGE_VECTORS_FLAG not in cpu
+    assert C.PADS_INTO_CONSUMERS_FLAG in C.iree_flags(C.CompileOptions(pads_into_consumers=True))
+    assert C.PADS_INTO_CONSUMERS_FLAG not in cpu
     assert "--iree-opt-data-tiling" not in C.iree_flags(C.CompileOptions(cpu="generic"))
     assert C.iree_flags(C.CompileOptions(target="vulkan-spirv"))[0] == "--iree-hal-target-device=vulkan"
     cuda = C.iree_flags(C.CompileOptions(target="cuda", cuda_arch="sm_86"))
@@ -336,3 +339,20 @@ def test_a_fallback_module_is_cached_under_the_first_forms_key(cache_dir):
     s0 = C.cache_stats()
     assert C.compile_mlir(UNLOWERABLE, C.CompileOptions()) == vmfb
     assert _delta(s0, C.cache_stats())["hits_disk"] == 1
+
+
+def test_modules_with_grouped_convolutions_fuse_pads_into_consumers():
+    """pipeline.program.tuned_for: a depthwise layer's module compiles with pads fused into
+    their consumers, a plain convolution's does not (a measured per-module choice)."""
+    from aotexec import pipeline
+    from aotexec.pipeline.program import tuned_for
+    from aotexec.runtime.executor import bind_typing
+    S = ax.sym
+
+    def module(groups):
+        net = S.Convolution(S.Variable("x"), kernel=(3, 3), pad=(1, 1), num_filter=8, num_group=groups, name="c")
+        return pipeline.entry_points(net, bind_typing(net, {"x": (1, 8, 6, 6)}, {}), ["forward_infer"],
+                                     channels_last=True)[0]
+    assert tuned_for(module(8), C.CompileOptions()).pads_into_consumers
+    assert not tuned_for(module(1), C.CompileOptions()).pads_into_consumers
+    assert not tuned_for(module(8), C.CompileOptions(target="vulkan-spirv")).pads_into_consumers
