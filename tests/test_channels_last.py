@@ -367,3 +367,21 @@ def test_inference_depthwise_layer_keeps_its_own_dispatch_and_matches_numpy():
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     dw = sum(xp[:, :, i:i + h, j:j + w] * wd[None, :, 0, i, j, None, None] for i in range(3) for j in range(3))
     np.testing.assert_allclose(out, np.einsum("nchw,fc->nfhw", np.maximum(dw, 0), wp[:, :, 0, 0]), rtol=1e-4, atol=1e-5)
+
+
+def test_module_rejected_with_pads_in_consumers_compiles_without_them(caplog, monkeypatch):
+    """A 7x7/2 stem and a depthwise layer in training: the module has a grouped convolution, so
+    it is first compiled with pads fused into their consumers (pipeline.program.tuned_for),
+    which IREE 3.13's codegen rejects for the stem's gradients; it is compiled again without
+    them (a warning says so), and its gradients match finite differences."""
+    rng = np.random.default_rng(13)
+    x = S.Convolution(V("x"), kernel=(7, 7), stride=(2, 2), pad=(3, 3), num_filter=4, no_bias=True, name="stem")
+    x = S.Convolution(S.Activation(x, act_type="relu"), kernel=(3, 3), pad=(1, 1), num_filter=4, num_group=4,
+                      no_bias=True, name="dw")
+    net = S.mean(x * x)
+    loc = {"x": rng.uniform(-1, 1, (2, 3, 12, 12)), "stem_weight": rng.uniform(-1, 1, (4, 3, 7, 7)) / 8,
+           "dw_weight": rng.uniform(-1, 1, (4, 1, 3, 3)) / 3}
+    monkeypatch.setenv("AOTEXEC_CACHE", "0")       # the failing first compile, not a cached fallback
+    with caplog.at_level("WARNING", logger="aotexec"):
+        check_numeric_gradient(net, loc)
+    assert any("pads fused into their consumers" in r.getMessage() for r in caplog.records)

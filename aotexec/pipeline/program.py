@@ -130,6 +130,8 @@ def compile_with_fallback(build, reductions: str, opts: CompileOptions, options:
     them, or densenet121's at batch 16) is compiled again with the check off, the module
     otherwise unchanged (MobileNet v2's training step 824 ms, against 3.5 s for the next form),
     within ``LARGE_VECTORS_TIMEOUT_S``.
+    A module that IREE rejects with ``tuned_for``'s switches for any other reason is compiled
+    without them first.
     Still rejected: a module whose blocked column reductions are rejected (``Emitter.reduce``)
     is compiled again with whole ones; one still rejected on llvm-cpu (stack allocations over
     the limit) without data tiling. Other failures, and failures of the last form, are raised.
@@ -137,13 +139,25 @@ def compile_with_fallback(build, reductions: str, opts: CompileOptions, options:
     bind of MobileNet v2's training module took 35 s, the failing first compile, without it."""
     text, spec = build(reductions=reductions)
     verify_mlir(text)
-    opts = tuned_for(text, opts)
+    tuned = tuned_for(text, opts)
     try:
-        return compile_mlir(text, opts, options=options), spec
+        return compile_mlir(text, tuned, options=options), spec
     except CompileError as e:
         first = e
-    vmfb, spec = _fallback(build, text, spec, first, reductions, opts, options)
-    remember_as(text, opts, vmfb, options)      # the next bind of this module starts here
+    use = tuned
+    if tuned != opts and not _codegen_limit(first):
+        # e.g. ResNet-18's backward with pads fused into consumers: IREE 3.13's codegen failed
+        _log.warning("IREE rejected the module with pads fused into their consumers (%s); compiling it "
+                     "without", _first_line(first))
+        use = opts
+        try:
+            vmfb = compile_mlir(text, opts, options=options)
+            remember_as(text, tuned, vmfb, options)
+            return vmfb, spec
+        except CompileError as e:
+            first = e
+    vmfb, spec = _fallback(build, text, spec, first, reductions, use, options)
+    remember_as(text, tuned, vmfb, options)     # the next bind of this module starts here
     return vmfb, spec
 
 
