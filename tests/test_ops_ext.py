@@ -2,7 +2,7 @@
 Pad, Crop, slice_like, depth_to_space, space_to_depth, topk, sort, argsort, gather_nd,
 scatter_nd, _arange, _full, shape_array, size_array, softmax_cross_entropy, smooth_l1,
 GridGenerator, BilinearSampler, and the _contrib_ ops BilinearResize2D, AdaptiveAvgPooling2D,
-div_sqrt_dim, arange_like.
+div_sqrt_dim, arange_like; ravel_multi_index / unravel_index (issue #21).
 
 Forward and backward against MXNet 1.9.1 (``tests/data/ops_ext``, written by
 ``tools/make_ops_reference.py``: MXNet's symbol JSON, inputs, outputs, head and input
@@ -253,6 +253,12 @@ def test_output_names_shapes_and_dtypes():
     (lambda x: S.GroupNorm(x, num_groups=3), {"x": (2, 4, 3)}, "groups"),
     (lambda x: S.depth_to_space(x, block_size=2), {"x": (1, 6, 2, 2)}, "block_size"),
     (lambda x: S.Crop(x, h_w=(2, 2), offset=(2, 0)), {"x": (1, 1, 3, 3)}, "offset"),
+    # MXNet 1.9.1's RavelOpShape / UnravelOpShape messages (issue #21)
+    (lambda x: S.ravel_multi_index(x, shape=(3, 5)), {"x": (3, 7)}, "First dimension of input of ravel operator "
+     "does not match shape parameter dimension"),
+    (lambda x: S.ravel_multi_index(x, shape=(3, 5)), {"x": (2, 7, 1)}, "must be two-dimensional"),
+    (lambda x: S.ravel_multi_index(x), {"x": (2, 7)}, "Empty shape parameter for ravel operator"),
+    (lambda x: S.unravel_index(x, shape=(3, 5)), {"x": (2, 7)}, "must be one-dimensional"),
 ])
 def test_shape_errors(make, shapes, message):
     with pytest.raises(AotexecError, match=message):

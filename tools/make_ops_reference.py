@@ -5,7 +5,7 @@ with independent inputs, so one compile checks several ops) and ``<case>.npz`` w
 (``head:<i>``, fixed by the seed) and MXNet's input gradients for them (``grad:<name>``);
 ``cases.json`` lists each case's gradient arguments and whether it runs backward.
 
-    python tools/make_ops_reference.py [--out tests/data/ops_ext]
+    python tools/make_ops_reference.py [--out tests/data/ops_ext] [--only CASE]
 
 runs itself in the MXNet virtualenv of the benchmark harness (``benchmarks/venvs.py``,
 ``native_mxnet``: MXNet's native kernels) when ``mxnet`` is not importable.  MXNet is only needed
@@ -153,8 +153,27 @@ def contrib(mx, np, rng):
     return outs, shapes, None
 
 
+def ravel(mx, np, rng):
+    """ravel_multi_index / unravel_index (issue #21): non-integer and negative inputs (MXNet's
+    float sums truncated), a leading -1, flat indices past the shape (an unbounded first
+    coordinate), int32 data."""
+    V = mx.sym.var
+    outs = [mx.sym.ravel_multi_index(V("rv_a"), shape=(3, 5, 4)), mx.sym.ravel_multi_index(V("rv_b"), shape=(-1, 5)),
+            mx.sym.ravel_multi_index(V("rv_i"), shape=(4, 6)),
+            mx.sym.unravel_index(V("ur_a"), shape=(3, 5, 4)), mx.sym.unravel_index(V("ur_b"), shape=(-1, 5)),
+            mx.sym.unravel_index(V("ur_i"), shape=(4, 6))]
+    fixed = {"rv_a": np.stack([rng.randint(0, n, 7) for n in (3, 5, 4)]).astype(np.float32),
+             "rv_b": np.array([[1.5, -1.5, 2, 0, 7], [2.7, -0.5, 4, 9, 3]], np.float32),
+             "rv_i": np.stack([rng.randint(0, n, 5) for n in (4, 6)]).astype(np.int32),
+             "ur_a": rng.randint(0, 60, 9).astype(np.float32),
+             "ur_b": np.array([8, 11, 4, 100, 7.9, -3], np.float32),
+             "ur_i": np.array([0, 5, 23, 24, 13], np.int32)}
+    return outs, {k: v.shape for k, v in fixed.items()}, fixed
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
-         "losses": losses, "sampler": sampler, "contrib": contrib}
+         "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel}
+FORWARD_ONLY = {"forward", "ravel"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label"}
 
 
@@ -166,7 +185,7 @@ def make_case(mx, np, name: str, out: Path) -> dict:
     args = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in zip(sym.list_arguments(), arg_shapes)}
     args.update(fixed or {})
     # shape-only inputs (crop_like, sl_like) get gradients too: zeros, as MXNet writes them
-    grad = [n for n in sym.list_arguments() if n not in NO_GRAD] if name != "forward" else []
+    grad = [n for n in sym.list_arguments() if n not in NO_GRAD] if name not in FORWARD_ONLY else []
     ctx = mx.cpu()
     ex = sym.bind(ctx, {k: mx.nd.array(v, ctx, dtype=v.dtype) for k, v in args.items()},
                   args_grad={k: mx.nd.zeros(args[k].shape, ctx) for k in grad},
@@ -188,6 +207,7 @@ def make_case(mx, np, name: str, out: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "ops_ext")
+    ap.add_argument("--only", choices=list(CASES), help="write this case only (its entry in cases.json too)")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import venvs
@@ -197,7 +217,9 @@ def main() -> int:
     import numpy as np
     assert mx.__version__ == "1.9.1", mx.__version__
     a.out.mkdir(parents=True, exist_ok=True)
-    index = {name: make_case(mx, np, name, a.out) for name in CASES}
+    index = json.loads((a.out / "cases.json").read_text()) if a.only else {}
+    index.update({name: make_case(mx, np, name, a.out) for name in ([a.only] if a.only else CASES)})
+    index = {name: index[name] for name in CASES if name in index}
     (a.out / "cases.json").write_text(json.dumps(index, indent=1) + "\n")
     print(f"wrote {len(index)} cases to {a.out}")
     return 0
