@@ -2,7 +2,7 @@
 Pad, Crop, slice_like, depth_to_space, space_to_depth, topk, sort, argsort, gather_nd,
 scatter_nd, _arange, _full, shape_array, size_array, softmax_cross_entropy, smooth_l1,
 GridGenerator, BilinearSampler, and the _contrib_ ops BilinearResize2D, AdaptiveAvgPooling2D,
-div_sqrt_dim, arange_like; ravel_multi_index / unravel_index (issue #21).
+div_sqrt_dim, arange_like; ravel_multi_index / unravel_index and histogram (issue #21).
 
 Forward and backward against MXNet 1.9.1 (``tests/data/ops_ext``, written by
 ``tools/make_ops_reference.py``: MXNet's symbol JSON, inputs, outputs, head and input
@@ -259,10 +259,21 @@ def test_output_names_shapes_and_dtypes():
     (lambda x: S.ravel_multi_index(x, shape=(3, 5)), {"x": (2, 7, 1)}, "must be two-dimensional"),
     (lambda x: S.ravel_multi_index(x), {"x": (2, 7)}, "Empty shape parameter for ravel operator"),
     (lambda x: S.unravel_index(x, shape=(3, 5)), {"x": (2, 7)}, "must be one-dimensional"),
+    (lambda x: S._histogram(x, bin_cnt=3), {"x": (4,)}, "cnt and range should both or neither specified"),
+    (lambda x: S.histogram(x, bins=V("e")), {"x": (4,), "e": (2, 3)}, "bins argument should be an 1D vector"),
+    (lambda x: S.histogram(x, bins=V("e")), {"x": (4,), "e": (1,)}, "number of bounds should be >= 2"),
 ])
 def test_shape_errors(make, shapes, message):
     with pytest.raises(AotexecError, match=message):
         make(V("x")).infer_shape(**shapes)
+
+
+def test_histogram_wrapper_errors():
+    """MXNet's Python wrapper: an int needs a range in symbol mode; bins must be an int or a Symbol."""
+    with pytest.raises(ValueError, match="null range is not supported in symbol mode"):
+        S.histogram(V("x"), bins=3)
+    with pytest.raises(ValueError, match="bins argument should be either an integer or an NDArray"):
+        S.histogram(V("x"), bins=[0.0, 1.0])
 
 
 # ---------------------------------------------------------------- emitted StableHLO

@@ -171,9 +171,24 @@ def ravel(mx, np, rng):
     return outs, {k: v.shape for k, v in fixed.items()}, fixed
 
 
+def histogram(mx, np, rng):
+    """histogram (issue #21): equal bins over a range (values on and outside its ends), given
+    edges, float64 and float32 data."""
+    V = mx.sym.var
+    outs = [mx.sym.histogram(a=V("hg_a"), bins=7, range=(-2.5, 2.5)), mx.sym.histogram(a=V("hg_b"), bins=V("hg_e")),
+            mx.sym.histogram(a=V("hg_c"), bins=4, range=(0.0, 1.0))]
+    a = rng.uniform(-3, 3, (4, 9))
+    a.flat[:4] = [-2.5, 2.5, 3.0, -3.0]
+    b = rng.uniform(-2, 60, (3, 5, 2))
+    b.flat[:3] = [-1.0, 50.0, 4.5]
+    fixed = {"hg_a": a, "hg_b": b, "hg_e": np.array([-1.0, 0.5, 2.0, 4.5, 50.0]),
+             "hg_c": rng.uniform(-0.2, 1.2, (30,)).astype(np.float32)}
+    return outs, {k: v.shape for k, v in fixed.items()}, fixed
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
-         "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel}
-FORWARD_ONLY = {"forward", "ravel"}
+         "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram}
+FORWARD_ONLY = {"forward", "ravel", "histogram"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label"}
 
 

@@ -62,6 +62,9 @@ def _parse_value(tp: Any, s: str) -> Any:
         return float(s)
     if tp is str:
         return s
+    if origin is tuple and typing.get_args(tp) and all(a in (float, Ellipsis) for a in typing.get_args(tp)):
+        v = ast.literal_eval(s.strip())
+        return tuple(float(x) for x in (v if isinstance(v, (tuple, list)) else (v,)))
     if tp == Shape or origin is tuple:
         return _parse_shape(s, allow_none=any(type(None) in typing.get_args(a) for a in typing.get_args(tp)))
     if typing.get_origin(tp) is typing.Literal:

@@ -187,6 +187,18 @@ def arange(start, stop=None, step=1.0, repeat=1, infer_range=False, name=None, d
                                 name=name, dtype=dtype or "float32")
 
 
+def histogram(a, bins=10, range=None, **kwargs) -> Symbol:  # noqa: A002  (MXNet's names)
+    """MXNet's wrapper of ``_histogram``: ``bins`` a number of bins over ``range``, or a Symbol
+    of bin edges."""
+    if isinstance(bins, Symbol):
+        return globals()["_histogram"](data=a, bins=bins, **kwargs)
+    if isinstance(bins, (int, np.integer)):
+        if range is None:
+            raise ValueError("null range is not supported in symbol mode")
+        return globals()["_histogram"](data=a, bin_cnt=int(bins), range=tuple(range), **kwargs)
+    raise ValueError("bins argument should be either an integer or an NDArray")
+
+
 def pow(base, exp):  # noqa: A001  (MXNet's name)
     return _ufunc(base, exp, "_Power", "_PowerScalar", "_RPowerScalar", lambda a, b: a ** b)
 
