@@ -186,8 +186,19 @@ def histogram(mx, np, rng):
     return outs, {k: v.shape for k, v in fixed.items()}, fixed
 
 
+def stn(mx, np, rng):
+    """SpatialTransformer (issue #21): an affine transform that samples inside and past the
+    image's edges; both gradients."""
+    V = mx.sym.var
+    outs = [mx.sym.SpatialTransformer(V("st_data"), V("st_loc"), target_shape=(4, 5), transform_type="affine",
+                                      sampler_type="bilinear", name="stn")]
+    theta = np.array([[0.8, -0.2, 0.1, 0.15, 0.9, -0.05], [1.2, 0.1, 0.05, -0.1, 1.1, 0.2]], np.float32)
+    return outs, {"st_data": (2, 3, 6, 7), "st_loc": (2, 6)}, {"st_loc": theta}
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
-         "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram}
+         "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
+         "stn": stn}
 FORWARD_ONLY = {"forward", "ravel", "histogram"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label"}
 

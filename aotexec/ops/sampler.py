@@ -1,4 +1,4 @@
-"""Spatial transformers: GridGenerator and BilinearSampler (MXNet 1.9.1
+"""Spatial transformers: GridGenerator, BilinearSampler and SpatialTransformer (MXNet 1.9.1
 src/operator/grid_generator-inl.h, bilinear_sampler.cc): parameters, shape rule, lowering and
 gradient per op.
 
@@ -64,14 +64,26 @@ def _warp_scale(b, shape, dtype):
     return b.broadcast_in_dim(half, shape, [1])
 
 
+def affine_grid(b, theta, h: int, w: int):
+    """[(N, 2, h, w) source positions of the target pixels under the (N, 6) affine ``theta``,
+    the (3, h*w) target grid]."""
+    dst = _target_grid(b, h, w, theta.dtype)
+    src = b.dot_general(b.reshape(theta, (theta.shape[0] * 2, 3)), dst, ([1], [0]))
+    return [b.reshape(src, (theta.shape[0], 2, h, w)), dst]
+
+
+def affine_grid_grad(b, g, theta_shape):
+    """d theta from d grid g (N, 2, h, w): g (N*2, h*w) times grid_dst^T (recomputed, not kept)."""
+    h, w = g.shape[2:]
+    g2 = b.reshape(g, (g.shape[0] * 2, h * w))
+    return b.reshape(b.dot_general(g2, _target_grid(b, h, w, g.dtype), ([1], [1])), theta_shape)
+
+
 @lowers(GridGenerator)
 def _grid_lower(ctx, p: GridGeneratorParam, x):
     b = ctx.b
     if p.transform_type == "affine":
-        h, w = p.target_shape
-        dst = _target_grid(b, h, w, x.dtype)
-        theta = b.reshape(x, (x.shape[0] * 2, 3))
-        return [b.reshape(b.dot_general(theta, dst, ([1], [0])), ctx.out_shapes[0]), dst]
+        return affine_grid(b, x, *p.target_shape)
     n, _, h, w = x.shape
     cols = b.convert(b.iota((2, h, w), 2, "int32"), x.dtype)
     rows = b.convert(b.iota((2, h, w), 1, "int32"), x.dtype)
@@ -82,13 +94,10 @@ def _grid_lower(ctx, p: GridGeneratorParam, x):
 
 @differentiable(GridGenerator, ("ograd0",))
 def _grid_grad(ctx, p: GridGeneratorParam, g):
-    """affine: g (N*2, H*W) times grid_dst^T (recomputed rather than kept); warp: g / scale."""
+    """affine: ``affine_grid_grad``; warp: g / scale."""
     b = ctx.b
     if p.transform_type == "affine":
-        h, w = p.target_shape
-        dst = _target_grid(b, h, w, g.dtype)
-        g2 = b.reshape(g, (g.shape[0] * 2, h * w))
-        return [b.reshape(b.dot_general(g2, dst, ([1], [1])), ctx.fwd_in_shapes[0])]
+        return [affine_grid_grad(b, g, ctx.fwd_in_shapes[0])]
     return [b.div(g, _warp_scale(b, g.shape, g.dtype))]
 
 
@@ -151,21 +160,28 @@ def _pixel_rows(b, x):
     return b.reshape(b.transpose(x, [0, 2, 3, 1]), (n * h * w, c))
 
 
-@lowers(BilinearSampler)
-def _sampler_lower(ctx, p, x, grid):
-    b = ctx.b
+def bilinear_sample(b, x, grid):
+    """data x (N, C, H, W) interpolated at grid (N, 2, h, w) -> (N, C, h, w)."""
     k = _corners(b, x.shape, grid)
     vals = b.gather_rows(_pixel_rows(b, x), k["ids"], 0)                     # (4, N, h, w, C)
     out = b.reduce(b.mul(vals, b.broadcast_in_dim(k["w"], vals.shape, [0, 1, 2, 3])), [0])
-    return [b.transpose(out, [0, 3, 1, 2]), None]
+    return b.transpose(out, [0, 3, 1, 2])
+
+
+@lowers(BilinearSampler)
+def _sampler_lower(ctx, p, x, grid):
+    return [bilinear_sample(ctx.b, x, grid), None]
 
 
 @differentiable(BilinearSampler, ("ograd0", "in0", "in1"))
 def _sampler_grad(ctx, p, g, x, grid):
-    """data: g times each neighbour's weight, added back to its pixel; grid: the derivative of
-    the interpolation along x and y (neighbours outside the image count as 0), scaled to
-    [-1, 1] coordinates, as BilinearSamplerBackward."""
-    b = ctx.b
+    return bilinear_sample_grad(ctx.b, g, x, grid)
+
+
+def bilinear_sample_grad(b, g, x, grid):
+    """[d data, d grid] of ``bilinear_sample``: data: g times each neighbour's weight, added back
+    to its pixel; grid: the derivative of the interpolation along x and y (neighbours outside
+    the image count as 0), scaled to [-1, 1] coordinates, as BilinearSamplerBackward."""
     n, c, hi, wi = x.shape
     _, _, ho, wo = grid.shape
     k = _corners(b, x.shape, grid)
@@ -187,3 +203,53 @@ def _sampler_grad(ctx, p, g, x, grid):
     rows = scatter_add_rows(b, (n * hi * wi, c), k["ids"], upd, 0)
     dx = b.transpose(b.reshape(rows, (n, hi, wi, c)), [0, 3, 1, 2])
     return [dx, dgrid]
+
+
+# --- SpatialTransformer (src/operator/spatial_transformer-inl.h): an affine GridGenerator and a
+# BilinearSampler in one op (the same arithmetic as the two; its hidden outputs are the grids)
+@dataclass(frozen=True)
+class SpatialTransformerParam:
+    target_shape: Shape = (0, 0)
+    transform_type: Literal["affine"] = "affine"
+    sampler_type: Literal["bilinear"] = "bilinear"
+    cudnn_off: Optional[bool] = None
+
+
+def _st_shape(p: SpatialTransformerParam, ins, outs):
+    """MXNet's SpatialTransformerProp::InferShape checks, in its order."""
+    data, loc = ins
+    if data is None or loc is None:
+        return ins, outs
+    if len(data) != 4:
+        raise ValueError("input data should be 4D in batch-num_filter-y-x")
+    if len(loc) != 2:
+        raise ValueError("locolisation paramter should be 4D in batch-num_hidden")
+    if loc[1] != 6:
+        raise ValueError("incorrect locolisation network shape[1], should be 6")
+    h, w = p.target_shape
+    if h <= 0:
+        raise ValueError(f"incorrect target_shape: {h}")
+    if w <= 0:
+        raise ValueError(f"incorrect target_shape: {w}")
+    return ins, [(data[0], data[1], h, w), (3, h * w), (data[0], 2, h * w)]
+
+
+SpatialTransformer = define("SpatialTransformer", params=SpatialTransformerParam, inputs=["data", "loc"],
+                            outputs=["output", "grid_dst", "grid_src"], num_visible=lambda p: 1,
+                            infer_shape=_st_shape, infer_type=same_dtype)
+
+
+@lowers(SpatialTransformer)
+def _st_lower(ctx, p: SpatialTransformerParam, x, loc):
+    b = ctx.b
+    grid, dst = affine_grid(b, loc, *p.target_shape)
+    return [bilinear_sample(b, x, grid), dst, b.reshape(grid, ctx.out_shapes[2])]
+
+
+@differentiable(SpatialTransformer, ("ograd0", "in0", "in1"))
+def _st_grad(ctx, p: SpatialTransformerParam, g, x, loc):
+    """The sampler's gradients, the grid's one carried back to ``loc``; the grid recomputed."""
+    b = ctx.b
+    grid, _ = affine_grid(b, loc, *p.target_shape)
+    dx, dgrid = bilinear_sample_grad(b, g, x, grid)
+    return [dx, affine_grid_grad(b, dgrid, loc.shape)]
