@@ -196,11 +196,25 @@ def stn(mx, np, rng):
     return outs, {"st_data": (2, 3, 6, 7), "st_loc": (2, 6)}, {"st_loc": theta}
 
 
+def roi(mx, np, rng):
+    """ROIPooling (issue #21): MXNet's test rois (a one-pixel roi, another batch image, bins
+    of one row), a scaled one past the image; distinct values (no ties)."""
+    V = mx.sym.var
+    outs = [mx.sym.ROIPooling(V("roi_data"), V("roi_rois"), pooled_size=(4, 4), spatial_scale=1.0, name="roip"),
+            mx.sym.ROIPooling(V("roi_data2"), V("roi_rois2"), pooled_size=(2, 3), spatial_scale=0.5, name="roip2")]
+    rois = np.array([[0, 1.1, 1.1, 6.2, 6.2], [2, 6.1, 2.1, 8.2, 11.2], [1, 3.1, 1.1, 5.2, 10.2], [0, 3, 3, 3, 3]],
+                    np.float32)
+    rois2 = np.array([[1, 0, 0, 9, 7], [0, 4.9, 3.1, 30, 20]], np.float32)
+    fixed = {"roi_data": _distinct(np, rng, (4, 3, 12, 8)), "roi_rois": rois,
+             "roi_data2": _distinct(np, rng, (2, 2, 6, 7)), "roi_rois2": rois2}
+    return outs, {k: v.shape for k, v in fixed.items()}, fixed
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
          "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
-         "stn": stn}
+         "stn": stn, "roi": roi}
 FORWARD_ONLY = {"forward", "ravel", "histogram"}
-NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label"}
+NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2"}
 
 
 def make_case(mx, np, name: str, out: Path) -> dict:
