@@ -318,7 +318,19 @@ def _die_with_parent() -> None:
         pass
 
 
-def _compile_subprocess(mlir_text: str, flags: list[str], opts: CompileOptions, timeout: float | None = None) -> bytes:
+def _child_setup(memory_limit: int | None):
+    """The child's setup before exec: death with the parent, and an address-space limit
+    (``memory_limit`` bytes; past it LLVM reports out of memory and iree-compile exits)."""
+    def setup() -> None:
+        _die_with_parent()
+        if memory_limit:
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    return setup
+
+
+def _compile_subprocess(mlir_text: str, flags: list[str], opts: CompileOptions, timeout: float | None = None,
+                        memory_limit: int | None = None) -> bytes:
     from iree.compiler.tools.binaries import find_tool
 
     cmd = [find_tool("iree-compile"), "-", "-o", "-", *flags]
@@ -326,7 +338,7 @@ def _compile_subprocess(mlir_text: str, flags: list[str], opts: CompileOptions, 
     # signal covers the parent being killed outright
     try:
         proc = subprocess.run(cmd, input=mlir_text.encode(), capture_output=True, timeout=timeout,
-                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                              preexec_fn=_child_setup(memory_limit) if sys.platform == "linux" else None)
     except subprocess.TimeoutExpired:
         raise CompileError(f"IREE compilation of {_describe(opts)} took over {timeout:.0f} s and was stopped",
                            target=opts.target, nodes=[], diagnostics=[f"timed out after {timeout:.0f} s"]) from None
@@ -376,11 +388,13 @@ def _choose_mode(mlir_text: str, mode: str) -> str:
 
 
 def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None = None,
-                 options: Options | None = None, timeout: float | None = None) -> bytes:
+                 options: Options | None = None, timeout: float | None = None,
+                 memory_limit: int | None = None) -> bytes:
     """StableHLO/MLIR text -> vmfb bytes. Raises CompileError (an AotexecError).
 
     ``options`` (default: from the environment) gives the cache and the compile mode;
-    an explicit ``use_cache`` wins over ``options.cache``."""
+    an explicit ``use_cache`` wins over ``options.cache``. A ``timeout`` (seconds) or a
+    ``memory_limit`` (bytes of address space, Linux) compiles in an ``iree-compile`` child."""
     options = options or Options.from_env()
     flags = iree_flags(opts)
     key = None
@@ -391,7 +405,7 @@ def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None
             return hit
     check_cpu_name(opts)     # before the in-process compiler, which LLVM would abort on a bad name
     mode = _choose_mode(mlir_text, options.compile_mode)
-    if LARGE_VECTORS_FLAG in flags or timeout is not None:
+    if LARGE_VECTORS_FLAG in flags or timeout is not None or memory_limit is not None:
         mode = "subprocess"
     t0 = time.perf_counter()
     if mode == "inprocess":
@@ -403,7 +417,7 @@ def compile_mlir(mlir_text: str, opts: CompileOptions, *, use_cache: bool | None
     what = f"{_describe(opts)} module {_functions(mlir_text)}"
     with _progress(what):
         vmfb = (_compile_inprocess(mlir_text, flags, opts) if mode == "inprocess"
-                else _compile_subprocess(mlir_text, flags, opts, timeout))
+                else _compile_subprocess(mlir_text, flags, opts, timeout, memory_limit))
     _log.debug(
         "compiled %s (%d chars) -> %d bytes in %.3f s [%s]%s",
         what, len(mlir_text), len(vmfb), time.perf_counter() - t0, mode,

@@ -342,17 +342,20 @@ def test_a_fallback_module_is_cached_under_the_first_forms_key(cache_dir):
 
 
 def test_modules_with_grouped_convolutions_fuse_pads_into_consumers():
-    """pipeline.program.tuned_for: a depthwise layer's module compiles with pads fused into
-    their consumers, a plain convolution's does not (a measured per-module choice)."""
+    """pipeline.program.tuned_for: a depthwise layer's inference module compiles with pads fused
+    into their consumers; a plain convolution's, a training module or a Vulkan one does not
+    (a measured per-module choice)."""
     from aotexec import pipeline
     from aotexec.pipeline.program import tuned_for
     from aotexec.runtime.executor import bind_typing
     S = ax.sym
 
-    def module(groups):
+    def module(groups, modes=("forward_infer",)):
         net = S.Convolution(S.Variable("x"), kernel=(3, 3), pad=(1, 1), num_filter=8, num_group=groups, name="c")
-        return pipeline.entry_points(net, bind_typing(net, {"x": (1, 8, 6, 6)}, {}), ["forward_infer"],
+        reqs = {"x": "write", "c_weight": "write", "c_bias": "write"}
+        return pipeline.entry_points(net, bind_typing(net, {"x": (1, 8, 6, 6)}, {}), list(modes), reqs,
                                      channels_last=True)[0]
     assert tuned_for(module(8), C.CompileOptions()).pads_into_consumers
     assert not tuned_for(module(1), C.CompileOptions()).pads_into_consumers
     assert not tuned_for(module(8), C.CompileOptions(target="vulkan-spirv")).pads_into_consumers
+    assert not tuned_for(module(8, ["forward_train", "backward"]), C.CompileOptions()).pads_into_consumers

@@ -101,6 +101,12 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
 
 
 _GROUPED_CONV = re.compile(r"feature_group_count = (?!1 )\d+ ")
+_FUNCTION = re.compile(r"func\.func @(\w+)\(")
+# a module compiled with tuned_for's switches runs in an iree-compile child within these bounds:
+# with pads fused into consumers IREE 3.13 ran out of memory on a module with a one-channel
+# 3x3/2 convolution (its zero second channel is a pad) beside a grouped one
+TUNED_TIMEOUT_S = 120.0
+TUNED_MEMORY_BYTES = 2 << 30
 
 
 def tuned_for(text: str, opts: CompileOptions) -> CompileOptions:
@@ -108,11 +114,14 @@ def tuned_for(text: str, opts: CompileOptions) -> CompileOptions:
 
     Pads fused into their consumers (``CompileOptions.pads_into_consumers``): a depthwise
     convolution then reads its input unpadded instead of after a copy into a padded buffer
-    (MobileNet v1 b16 inference 114 -> 95 ms, MobileNet v2 105 -> 83, their training steps
-    2-8% faster), but IREE 3.13's direct convolutions got slower with the pad inside (ResNet-18
-    b16 243 -> 265 ms; ResNet-50, SqueezeNet, Inception-v3 neutral to slower), and the switch is
-    one per module: on for llvm-cpu modules with a grouped convolution."""
-    if opts.target == "llvm-cpu" and not opts.pads_into_consumers and _GROUPED_CONV.search(text):
+    (MobileNet v1 b16 inference 114 -> 95 ms, MobileNet v2 105 -> 83), but IREE 3.13's direct
+    convolutions got slower with the pad inside (ResNet-18 b16 243 -> 265 ms; ResNet-50,
+    SqueezeNet, Inception-v3 neutral to slower), and the switch is one per module: on for
+    llvm-cpu inference modules with a grouped convolution. Not for training modules (2-8%
+    faster on the MobileNets, but IREE's codegen failed on ResNet-18's 7x7 stem gradients with
+    it and ran out of memory on a small module of gradients)."""
+    if (opts.target == "llvm-cpu" and not opts.pads_into_consumers and _GROUPED_CONV.search(text)
+            and set(_FUNCTION.findall(text)) == {"forward_infer"}):
         return dataclasses.replace(opts, pads_into_consumers=True)
     return opts
 
@@ -140,13 +149,14 @@ def compile_with_fallback(build, reductions: str, opts: CompileOptions, options:
     text, spec = build(reductions=reductions)
     verify_mlir(text)
     tuned = tuned_for(text, opts)
+    bounds = {} if tuned == opts else {"timeout": TUNED_TIMEOUT_S, "memory_limit": TUNED_MEMORY_BYTES}
     try:
-        return compile_mlir(text, tuned, options=options), spec
+        return compile_mlir(text, tuned, options=options, **bounds), spec
     except CompileError as e:
         first = e
     use = tuned
     if tuned != opts and not _codegen_limit(first):
-        # e.g. ResNet-18's backward with pads fused into consumers: IREE 3.13's codegen failed
+        # IREE 3.13 failed or ran out of memory with pads fused into consumers on some modules
         _log.warning("IREE rejected the module with pads fused into their consumers (%s); compiling it "
                      "without", _first_line(first))
         use = opts
