@@ -2,7 +2,8 @@
 Pad, Crop, slice_like, depth_to_space, space_to_depth, topk, sort, argsort, gather_nd,
 scatter_nd, _arange, _full, shape_array, size_array, softmax_cross_entropy, smooth_l1,
 GridGenerator, BilinearSampler, and the _contrib_ ops BilinearResize2D, AdaptiveAvgPooling2D,
-div_sqrt_dim, arange_like; ravel_multi_index / unravel_index, histogram, SpatialTransformer and ROIPooling (issue #21).
+div_sqrt_dim, arange_like; ravel_multi_index / unravel_index, histogram, SpatialTransformer,
+ROIPooling and Correlation (issue #21).
 
 Forward and backward against MXNet 1.9.1 (``tests/data/ops_ext``, written by
 ``tools/make_ops_reference.py``: MXNet's symbol JSON, inputs, outputs, head and input
@@ -264,6 +265,9 @@ def test_output_names_shapes_and_dtypes():
     (lambda x: S.histogram(x, bins=V("e")), {"x": (4,), "e": (1,)}, "number of bounds should be >= 2"),
     (lambda x: S.ROIPooling(x, V("r"), pooled_size=(2, 2), spatial_scale=1.0), {"x": (1, 2, 4, 4), "r": (3, 4)},
      "bbox should be a 2D tensor of shape"),
+    (lambda x: S.Correlation(x, V("y"), kernel_size=28), {"x": (1, 1, 28, 28), "y": (1, 1, 28, 28)},
+     "Neighborhood and kernel don't fit in blob"),
+    (lambda x: S.Correlation(x, V("y")), {"x": (1, 2, 10), "y": (1, 2, 10)}, "data should be a 4D tensor"),
 ])
 def test_shape_errors(make, shapes, message):
     with pytest.raises(AotexecError, match=message):

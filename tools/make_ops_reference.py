@@ -210,9 +210,20 @@ def roi(mx, np, rng):
     return outs, {k: v.shape for k, v in fixed.items()}, fixed
 
 
+def correlation(mx, np, rng):
+    """Correlation (issue #21): products with a 3x3 kernel and stride 2 (windows reaching the
+    padding), absolute differences on a displacement grid of step 2; both gradients."""
+    V = mx.sym.var
+    outs = [mx.sym.Correlation(V("co_a"), V("co_b"), kernel_size=3, max_displacement=1, stride1=2, stride2=1,
+                               pad_size=2, is_multiply=True, name="corr"),
+            mx.sym.Correlation(V("co_c"), V("co_d"), kernel_size=1, max_displacement=4, stride1=1, stride2=2,
+                               pad_size=3, is_multiply=False, name="corr2")]
+    return outs, {"co_a": (2, 3, 5, 6), "co_b": (2, 3, 5, 6), "co_c": (1, 2, 7, 6), "co_d": (1, 2, 7, 6)}, None
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
          "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
-         "stn": stn, "roi": roi}
+         "stn": stn, "roi": roi, "correlation": correlation}
 FORWARD_ONLY = {"forward", "ravel", "histogram"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2"}
 
