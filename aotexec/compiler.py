@@ -351,12 +351,12 @@ def _compile_subprocess(mlir_text: str, flags: list[str], opts: CompileOptions, 
     return proc.stdout
 
 
-_FUNC = re.compile(r"func\.func @(\w+)\(")
+FUNCTION = re.compile(r"func\.func @(\w+)\(")   # a function a module defines
 PROGRESS_EVERY = 15.0   # seconds between "still compiling" log records
 
 
 def _functions(mlir_text: str) -> str:
-    names = _FUNC.findall(mlir_text)
+    names = FUNCTION.findall(mlir_text)
     return f"({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})"
 
 

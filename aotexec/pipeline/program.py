@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ..base import AotexecError
-from ..compiler import CompileError, CompileOptions, compile_mlir, remember_as, verify_mlir
+from ..compiler import FUNCTION, CompileError, CompileOptions, compile_mlir, remember_as, verify_mlir
 from ..options import Options
 from ..passes.infer import Typing
 from ..signature import ProgramSpec
@@ -101,7 +101,6 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
 
 
 _GROUPED_CONV = re.compile(r"feature_group_count = (?!1 )\d+ ")
-_FUNCTION = re.compile(r"func\.func @(\w+)\(")
 # a module compiled with tuned_for's switches runs in an iree-compile child within these bounds:
 # with pads fused into consumers IREE 3.13 ran out of memory on a module with a one-channel
 # 3x3/2 convolution (its zero second channel is a pad) beside a grouped one
@@ -121,7 +120,7 @@ def tuned_for(text: str, opts: CompileOptions) -> CompileOptions:
     faster on the MobileNets, but IREE's codegen failed on ResNet-18's 7x7 stem gradients with
     it and ran out of memory on a small module of gradients)."""
     if (opts.target == "llvm-cpu" and not opts.pads_into_consumers and _GROUPED_CONV.search(text)
-            and set(_FUNCTION.findall(text)) == {"forward_infer"}):
+            and set(FUNCTION.findall(text)) == {"forward_infer"}):
         return dataclasses.replace(opts, pads_into_consumers=True)
     return opts
 
@@ -140,7 +139,7 @@ def compile_with_fallback(build, reductions: str, opts: CompileOptions, options:
     otherwise unchanged (MobileNet v2's training step 824 ms, against 3.5 s for the next form),
     within ``LARGE_VECTORS_TIMEOUT_S``.
     A module that IREE rejects with ``tuned_for``'s switches for any other reason is compiled
-    without them first.
+    without them first; the forms below never use them.
     Still rejected: a module whose blocked column reductions are rejected (``Emitter.reduce``)
     is compiled again with whole ones; one still rejected on llvm-cpu (stack allocations over
     the limit) without data tiling. Other failures, and failures of the last form, are raised.
@@ -154,19 +153,18 @@ def compile_with_fallback(build, reductions: str, opts: CompileOptions, options:
         return compile_mlir(text, tuned, options=options, **bounds), spec
     except CompileError as e:
         first = e
-    use = tuned
     if tuned != opts and not _codegen_limit(first):
         # IREE 3.13 failed or ran out of memory with pads fused into consumers on some modules
         _log.warning("IREE rejected the module with pads fused into their consumers (%s); compiling it "
                      "without", _first_line(first))
-        use = opts
         try:
             vmfb = compile_mlir(text, opts, options=options)
             remember_as(text, tuned, vmfb, options)
             return vmfb, spec
         except CompileError as e:
             first = e
-    vmfb, spec = _fallback(build, text, spec, first, reductions, use, options)
+    # the fallback forms compile without tuned_for's switches (unbounded there)
+    vmfb, spec = _fallback(build, text, spec, first, reductions, opts, options)
     remember_as(text, tuned, vmfb, options)     # the next bind of this module starts here
     return vmfb, spec
 
