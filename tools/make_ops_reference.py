@@ -102,6 +102,9 @@ def forward(mx, np, rng):
     """Ops without gradients, and gather_nd's negative ids (counted from the end)."""
     sa_x = mx.sym.var("sa_x")
     outs = [mx.sym.arange(2, 11, 3, repeat=2), mx.sym.arange(5), mx.sym.arange(4, -3, step=-1.5, dtype="int32"),
+            # integer ranges from a fractional step (numpy's rule), unsigned ones that wrap
+            mx.sym.arange(1.3, 456.6, 1.3, dtype="int32"), mx.sym.arange(50, -50, -2, dtype="uint8"),
+            mx.sym.arange(-100, 100, 1, repeat=2, dtype="uint8"),
             mx.sym.full((2, 3), 2.5), mx.sym.full((3,), 7, dtype="int32"),
             mx.sym.shape_array(sa_x), mx.sym.size_array(sa_x),
             mx.sym.gather_nd(mx.sym.var("neg_data"), mx.sym.var("neg_idx"))]

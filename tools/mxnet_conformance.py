@@ -10,7 +10,8 @@ fetch it, e.g. ``git archive 1.9.1 tests/python/unittest tests/python/common | t
 first on ``sys.path``: ``import mxnet`` gets aotexec (see its README).
 
 The test files are loaded with their indexing of numpy arrays by lists read as numpy < 1.23
-did (``legacy_getitem``; MXNet's CI ran numpy < 1.20).  Each file's tests run in a worker
+did (``legacy_getitem``; MXNet's CI ran numpy < 1.20), and ``np.arange`` of unsigned dtypes
+from negative ints wrapping as numpy < 2 did (``_LegacyNumpy``).  Each file's tests run in a worker
 process, one at a time; the runner kills a worker whose test
 runs over ``--timeout`` seconds and starts a new one for the rest.  Every bind / simple_bind /
 reshape is an executor; a test that causes more than ``--max-compiles`` compiles (a new shape of a
@@ -111,6 +112,25 @@ def _legacy_index(obj, index):
     return index
 
 
+class _LegacyNumpy:
+    """The test file's ``np``: numpy, but ``arange`` of an unsigned dtype with negative Python
+    ints wraps as numpy < 2 did (test_init's ``np.arange(-100, 100, 1, dtype=np.uint8)``;
+    numpy 2 raises OverflowError: NEP 50)."""
+
+    def __init__(self, np) -> None:
+        self._np = np
+
+    def __getattr__(self, name: str):
+        return getattr(self._np, name)
+
+    def arange(self, *args, dtype=None, **kwargs):
+        np = self._np
+        if dtype is not None and np.dtype(dtype).kind == "u" and any(
+                isinstance(a, int) and a < 0 for a in args):
+            return np.arange(*args, dtype=np.int64, **kwargs).astype(dtype)
+        return np.arange(*args, dtype=dtype, **kwargs)
+
+
 def _plain(node: ast.Subscript) -> bool:
     """No slice syntax in the index (``a[i]``, not ``a[1:2]``): the index is a value."""
     return not any(isinstance(n, ast.Slice) for n in ast.walk(node.slice))
@@ -143,6 +163,8 @@ def _load_test_module(path: str):
     module.__dict__.update(__legacy_getitem__=legacy_getitem, __legacy_setitem__=legacy_setitem)
     tree = ast.fix_missing_locations(_LegacyIndexing().visit(ast.parse(Path(path).read_text(), path)))
     exec(compile(tree, path, "exec"), module.__dict__)
+    if getattr(module.__dict__.get("np"), "__name__", None) == "numpy":
+        module.np = _LegacyNumpy(module.np)
     return module
 
 

@@ -81,6 +81,10 @@ def _range_values(b, shape, start: float, step: float, repeat: int, dtype):
         i = b.div(i, repeat)
     if dtype.kind in "iu":
         start, step = int(start), int(step)
+    if dtype.kind == "u":
+        # unsigned: computed signed, then wrapped (MXNet's C++ casts a negative start or step)
+        wide = np.dtype("int32" if dtype.itemsize < 4 else "int64")
+        return b.convert(_range_values(b, shape, start, step, repeat, wide), dtype)
     return b.reshape(b.add(b.mul(b.convert(i, dtype), step), start), shape)
 
 

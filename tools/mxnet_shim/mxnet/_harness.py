@@ -93,5 +93,19 @@ class UnsupportedModule:
         raise Unsupported(self._name)
 
 
+class ContribModule(UnsupportedModule):
+    """mx.sym.contrib / mx.nd.contrib: aotexec's ``_contrib_*`` operators by their short name
+    (through ``wrap``: a symbol constructor, or an imperative run), the rest unsupported."""
+
+    def __init__(self, name: str, wrap):
+        super().__init__(name)
+        self._wrap = wrap
+
+    def __getattr__(self, attr: str):
+        if not attr.startswith("__") and hasattr(ax.sym, f"_contrib_{attr}"):
+            return self._wrap(f"_contrib_{attr}")
+        return super().__getattr__(attr)
+
+
 def cpu_default() -> ax.Context:
     return ax.cpu()

@@ -15,8 +15,9 @@ from ._imperative import run_op
 
 _install_arith()
 ndarray = NDArray  # mx.nd.ndarray.NDArray
-for _sub in ("sparse", "contrib", "linalg", "image", "numpy", "np", "npx"):
+for _sub in ("sparse", "linalg", "image", "numpy", "np", "npx"):
     globals()[_sub] = _harness.UnsupportedModule(f"mx.nd.{_sub}")
+contrib = _harness.ContribModule("mx.nd.contrib", lambda op: lambda *a, **kw: run_op(op, a, kw))
 
 
 def _dtype(dtype, default="float32"):
@@ -49,8 +50,9 @@ def full(shape, val, ctx=None, dtype=None, out=None) -> NDArray:
 
 
 def arange(start, stop=None, step=1.0, repeat=1, infer_range=None, ctx=None, dtype=None) -> NDArray:
-    values = _np.repeat(_np.arange(start, stop, step), repeat)
-    return array(values, ctx=ctx, dtype=dtype)
+    # aotexec's _arange: MXNet's values in integer dtypes (numpy's too), not a cast of floats
+    dtype = _np.dtype(dtype or "float32").name
+    return run_op("arange", (), dict(start=start, stop=stop, step=step, repeat=repeat, dtype=dtype))
 
 
 def zeros_like(data, **kwargs) -> NDArray:

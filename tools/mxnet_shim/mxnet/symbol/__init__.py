@@ -5,12 +5,13 @@ import aotexec.symbol as _ax_sym
 from aotexec.symbol import *  # noqa: F401,F403
 from aotexec.symbol import Group, Symbol, Variable, load, load_json, var  # noqa: F401
 
-from .._harness import MissingOp, UnsupportedModule
+from .._harness import ContribModule, MissingOp, UnsupportedModule
 from . import _internal  # noqa: F401
 
 op = _internal
-for _sub in ("random", "contrib", "linalg", "sparse", "image", "numpy", "np", "npx", "numpy_extension"):
+for _sub in ("random", "linalg", "sparse", "image", "numpy", "np", "npx", "numpy_extension"):
     globals()[_sub] = UnsupportedModule(f"mx.sym.{_sub}")
+contrib = ContribModule("mx.sym.contrib", lambda op: getattr(_ax_sym, op))
 
 
 def __getattr__(name: str):
