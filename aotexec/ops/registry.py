@@ -65,7 +65,8 @@ class OpDef:
     remat_keeps: Callable[[Any], tuple[int, ...]] | None = None
     remat_lower: Callable | None = None
     backward: "OpDef | None" = None        # the generated _backward_<op> (``differentiable``)
-    train_mode: bool = False               # computes differently in training (batch stats, random draws)
+    # computes differently in training (batch stats, random draws); or a rule of the params
+    train_mode: bool | Callable[[Any], bool] = False
     # train_mode ops: the params under which training mode computes what inference mode does
     # (Dropout: p=0; BatchNorm: use_global_stats), for backward(is_train=False)
     inference_params: Callable[[Any], Any] | None = None
@@ -115,7 +116,8 @@ def draws_random(node, is_train: bool) -> bool:
 
 def train_mode_matters(nodes) -> bool:
     """Whether ``forward(is_train=True)`` needs its own build for these nodes."""
-    return any(n.op is not None and n.op.train_mode for n in nodes)
+    return any(n.op is not None and (n.op.train_mode(n.params) if callable(n.op.train_mode) else n.op.train_mode)
+               for n in nodes)
 
 
 def reads_value(node, pos: int) -> bool:

@@ -11,17 +11,22 @@ loop, backwards in time, that recomputes each step's gates from the layer output
 states) forward kept; those are hidden outputs of the op (MXNet's reserve space), computed only
 when a backward node reads them.  The weight gradients are then one product over all steps.
 
+Dropout between stacked layers (``p``, training only, as MXNet) multiplies each layer's output
+but the last by a Bernoulli(1 - p) / (1 - p) mask drawn once for all layers; the masks are a
+third hidden output, so the gradient passes through the same ones.
+
 ``use_sequence_length`` follows cuDNN's padded layout (MXNet runs it only on cuDNN): a step at or
 past a sequence's length keeps the state and outputs zeros, so the backward direction starts at
 each sequence's last valid step and ``state_output`` holds the state at its length.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from ..base import AotexecError
 from ..emitter import Emitter, Value
+from .activation import dropout_mask
 from .join_split import ConcatParam, _concat_grad, _concat_lower
 from .registry import define, differentiable, lowers
 from .rnn_cells import Cell
@@ -90,8 +95,15 @@ def _visible(p: RNNParam) -> list[str]:
 
 
 def _outputs(p: RNNParam) -> list[str]:
-    # hidden: every layer's outputs (and LSTM cell states), what backward recomputes steps from
-    return _visible(p) + ["layer_outputs"] + (["layer_cells"] if p.lstm else [])
+    # hidden: every layer's outputs (and LSTM cell states), what backward recomputes steps from,
+    # and the dropout masks between stacked layers (a value only where training draws them)
+    return (_visible(p) + ["layer_outputs"] + (["layer_cells"] if p.lstm else [])
+            + (["layer_masks"] if p.num_layers > 1 else []))
+
+
+def _drops(p: RNNParam) -> bool:
+    """Whether training draws dropout masks between layers."""
+    return p.p > 0 and p.num_layers > 1
 
 
 def _rnn_shape(p: RNNParam, ins, outs):
@@ -113,6 +125,8 @@ def _rnn_shape(p: RNNParam, ins, outs):
     if p.state_outputs:
         res += [(ld, n, o)] + ([(ld, n, h)] if p.lstm else [])
     res += [(p.num_layers, t, n, dirs * o)] + ([(p.num_layers, t, n, dirs * h)] if p.lstm else [])
+    if p.num_layers > 1:
+        res.append((p.num_layers - 1, t, n, dirs * o))
     return ins, res
 
 
@@ -128,12 +142,16 @@ def _rnn_type(p: RNNParam, ins, outs):
 def _grad_reads(p: RNNParam) -> list[str]:
     nvis, nin = len(_visible(p)), len(_inputs(p))
     hidden = [f"out{nvis}"] + ([f"out{nvis + 1}"] if p.lstm else [])
+    if _drops(p):
+        hidden.append(f"out{nvis + 1 + p.lstm}")
     return [f"ograd{k}" for k in range(nvis)] + [f"in{k}" for k in range(nin)] + hidden
 
 
 RNN = define("RNN", params=RNNParam, inputs=_inputs, outputs=_outputs, num_visible=lambda p: len(_visible(p)),
              no_grad_inputs=("sequence_length",), infer_shape=_rnn_shape, infer_type=_rnn_type,
-             mirror_kept=True, matmul_like=True)
+             mirror_kept=True, matmul_like=True, train_mode=_drops, random=True,
+             random_when=lambda p, is_train: is_train and _drops(p),
+             inference_params=lambda p: dataclasses.replace(p, p=0.0))
 
 
 @dataclass
@@ -154,24 +172,22 @@ class _Inputs:
         return cls(data, params, state, cell, lengths)
 
 
-def _no_dropout(ctx, p: RNNParam) -> None:
-    if p.p > 0 and ctx.is_train and p.num_layers > 1:
-        raise AotexecError(f"RNN node '{ctx.node.name}': dropout between layers (p={p.p}) in training is not "
-                           "supported by aotexec; bind with p=0 (inference ignores p, as MXNet)")
-
-
 def _stack(b: Emitter, xs: list[Value]) -> Value:
     return b.concatenate([b.reshape(x, (1,) + x.shape) for x in xs], 0)
 
 
 @lowers(RNN)
 def _rnn_lower(ctx, p: RNNParam, *values):
-    _no_dropout(ctx, p)
     b, v = ctx.b, _Inputs.of(p, values)
     layout = ParamLayout(p, v.data.shape[2])
     keep = ctx.wants(len(_visible(p)))        # backward reads the hidden outputs
     lengths = b.convert(v.lengths, "int32") if v.lengths is not None else None
     x, hs, cs, ys, cseqs = v.data, [], [], [], []
+    masks = None
+    if ctx.is_train and _drops(p):
+        t, n = v.data.shape[:2]
+        masks = dropout_mask(b, ctx.rng_state, ctx.node_index, (p.num_layers - 1, t, n, p.dirs * p.out_size),
+                             p.p, v.data.dtype)
     for layer in range(p.num_layers):
         runs = []
         for d in range(p.dirs):
@@ -186,11 +202,13 @@ def _rnn_lower(ctx, p: RNNParam, *values):
         ys.append(x)
         if keep and p.lstm:
             cseqs.append(b.concatenate([r.cells for r in runs], 2))
+        if masks is not None and layer < p.num_layers - 1:
+            x = b.mul(x, _row(b, masks, layer))
     out = [x]
     if p.state_outputs:
         out += [_stack(b, hs)] + ([_stack(b, cs)] if p.lstm else [])
     if keep:
-        out += [_stack(b, ys)] + ([_stack(b, cseqs)] if p.lstm else [])
+        out += [_stack(b, ys)] + ([_stack(b, cseqs)] if p.lstm else []) + ([masks] if p.num_layers > 1 else [])
     return out
 
 
@@ -200,12 +218,12 @@ def _row(b: Emitter, x: Value, k: int) -> Value:
 
 @differentiable(RNN, _grad_reads)
 def _rnn_grad(ctx, p: RNNParam, *reads):
-    _no_dropout(ctx, p)
     b = ctx.b
     nvis, nin = len(_visible(p)), len(_inputs(p))
     heads, v = reads[:nvis], _Inputs.of(p, reads[nvis:nvis + nin])
     layer_y = reads[nvis + nin]
     layer_c = reads[nvis + nin + 1] if p.lstm else None
+    masks = reads[nvis + nin + 1 + p.lstm] if _drops(p) else None
     dhy = heads[1] if p.state_outputs else None
     dcy = heads[2] if p.state_outputs and p.lstm else None
     layout = ParamLayout(p, v.data.shape[2])
@@ -216,6 +234,8 @@ def _rnn_grad(ctx, p: RNNParam, *reads):
     dy = heads[0]
     for layer in reversed(range(p.num_layers)):
         x = v.data if layer == 0 else _row(b, layer_y, layer - 1)
+        if layer > 0 and masks is not None:
+            x = b.mul(x, _row(b, masks, layer - 1))
         y = _row(b, layer_y, layer)
         cells = _row(b, layer_c, layer) if p.lstm else None
         dx = None
@@ -233,7 +253,7 @@ def _rnn_grad(ctx, p: RNNParam, *reads):
             grads[(layer, d)] = g.weights
             dh0[k], dc0[k] = g.dh0, g.dc0
             dx = g.dx if dx is None else b.add(dx, g.dx)
-        dy = dx
+        dy = dx if layer == 0 or masks is None else b.mul(dx, _row(b, masks, layer - 1))
     out = [dy, layout.flat_grad(b, grads), _stack(b, [dh0[k] for k in sorted(dh0)])]
     if p.lstm:
         out.append(_stack(b, [dc0[k] for k in sorted(dc0)]))
