@@ -409,6 +409,9 @@ class ArtifactProvider:
         self.artifact = artifact
         self.mirror = artifact.manifest["mirror"]
 
+    def executed_symbol(self, symbol):
+        return symbol           # the graph the artifact was compiled from
+
     def program(self, symbol, typing, modes, ctx, reqs=None, monitor=None) -> Program:
         if monitor:
             raise AotexecError("monitor callbacks run a traced debug build, which needs the compiler; "

@@ -254,7 +254,7 @@ class DropoutParam:
     cudnn_off: Optional[bool] = False
 
 
-Dropout = define("Dropout", params=DropoutParam, outputs=["output", "mask"], num_visible=lambda p: 1,
+Dropout = define("Dropout", stateful=True, params=DropoutParam, outputs=["output", "mask"], num_visible=lambda p: 1,
                  infer_shape=same_shape, infer_type=same_dtype,
                  inplace=True, mirror_kept=True, train_mode=True, random=True,
                  random_when=lambda p, is_train: p.p > 0 and (is_train or p.mode == "always"),

@@ -65,7 +65,7 @@ def _correlation_shape(p: CorrelationParam, ins, outs):
     return [tuple(a), tuple(a)], [(n, g.grid * g.grid, g.th, g.tw), padded, padded]
 
 
-Correlation = define("Correlation", params=CorrelationParam, inputs=["data1", "data2"],
+Correlation = define("Correlation", stateful=True, params=CorrelationParam, inputs=["data1", "data2"],
                      outputs=["output", "tmp1", "tmp2"], num_visible=lambda p: 1,
                      infer_shape=_correlation_shape, infer_type=same_dtype)
 

@@ -196,7 +196,7 @@ def _c_mod(a: int, b: int) -> int:
     return a - b * int(a / b)
 
 
-SliceChannel = define("SliceChannel", "split", params=SliceChannelParam,
+SliceChannel = define("SliceChannel", "split", stateful=True, params=SliceChannelParam,
                       outputs=lambda p: [f"output{i}" for i in range(p.num_outputs)],
                       infer_shape=_split_shape, infer_type=same_dtype)
 

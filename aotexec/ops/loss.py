@@ -325,7 +325,7 @@ def _svm_shape(p: SVMOutputParam, ins, outs):
     return [data, merge(ins[1], tuple(data[:-1]))], [data]
 
 
-SVMOutput = define("SVMOutput", params=SVMOutputParam, inputs=["data", "label"], is_loss=True,
+SVMOutput = define("SVMOutput", stateful=True, params=SVMOutputParam, inputs=["data", "label"], is_loss=True,
                    no_grad_inputs=("label",), infer_shape=_svm_shape, infer_type=same_dtype)
 lowers(SVMOutput)(_identity_loss_lower)
 
@@ -355,7 +355,7 @@ class MakeLossParam:
     normalization: Literal["null", "batch", "valid"] = "null"
 
 
-MakeLoss = define("MakeLoss", params=MakeLossParam, is_loss=True,
+MakeLoss = define("MakeLoss", stateful=True, params=MakeLossParam, is_loss=True,
                   infer_shape=same_shape, infer_type=same_dtype, inplace=True)
 # make_loss (lower case) is a distinct MXNet op: an identity whose gradient is ones.
 make_loss = define("make_loss", is_loss=True, infer_shape=same_shape, infer_type=same_dtype)

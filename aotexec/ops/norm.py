@@ -365,7 +365,7 @@ def _instance_norm_shape(p: InstanceNormParam, ins, outs):
     return [data, merge(ins[1], c), merge(ins[2], c)], [data, tuple(data[:2]), tuple(data[:2])]
 
 
-InstanceNorm = define("InstanceNorm", params=InstanceNormParam, inputs=["data", "gamma", "beta"],
+InstanceNorm = define("InstanceNorm", stateful=True, params=InstanceNormParam, inputs=["data", "gamma", "beta"],
                       outputs=["output", "mean", "var"], num_visible=lambda p: 1,
                       infer_shape=_instance_norm_shape, infer_type=same_dtype)
 
@@ -409,7 +409,7 @@ def _l2_shape(p: L2NormalizationParam, ins, outs):
     return [data], [data, norm]
 
 
-L2Normalization = define("L2Normalization", params=L2NormalizationParam, outputs=["output", "norm"],
+L2Normalization = define("L2Normalization", stateful=True, params=L2NormalizationParam, outputs=["output", "norm"],
                          num_visible=lambda p: 1, infer_shape=_l2_shape, infer_type=same_dtype)
 
 

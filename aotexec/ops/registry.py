@@ -58,6 +58,9 @@ class OpDef:
     no_fgradient: bool = False
     clone_gradient: bool = False           # each input's gradient is the output's (nnvm CloneGradient: no node)
     random: bool = False                   # reads ``ctx.rng_state`` in training (Dropout)
+    # MXNet 1.9.1 keeps state per node (FCreateOpState: its legacy operator properties, Dropout,
+    # RNN): ``passes.common_expr`` never merges two such nodes
+    stateful: bool = False
     random_when: Callable[[Any, bool], bool] | None = None   # (params, is_train): refines ``random``
     listed_inputs: bool = True             # False: MXNet names inputs input0.. (no FListInputNames)
     # rematerialization (passes.mirror): outputs a recomputed copy reads from the forward node

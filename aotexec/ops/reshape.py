@@ -275,7 +275,7 @@ def _swapaxis_shape(p: SwapAxisParam, ins, outs):
     return ins, [tuple(out)]
 
 
-SwapAxis = define("SwapAxis", "swapaxes", params=SwapAxisParam, infer_shape=_swapaxis_shape, infer_type=same_dtype)
+SwapAxis = define("SwapAxis", "swapaxes", stateful=True, params=SwapAxisParam, infer_shape=_swapaxis_shape, infer_type=same_dtype)
 
 
 @lowers(SwapAxis)

@@ -147,7 +147,7 @@ def _grad_reads(p: RNNParam) -> list[str]:
     return [f"ograd{k}" for k in range(nvis)] + [f"in{k}" for k in range(nin)] + hidden
 
 
-RNN = define("RNN", params=RNNParam, inputs=_inputs, outputs=_outputs, num_visible=lambda p: len(_visible(p)),
+RNN = define("RNN", stateful=True, params=RNNParam, inputs=_inputs, outputs=_outputs, num_visible=lambda p: len(_visible(p)),
              no_grad_inputs=("sequence_length",), infer_shape=_rnn_shape, infer_type=_rnn_type,
              mirror_kept=True, matmul_like=True, train_mode=_drops, random=True,
              random_when=lambda p, is_train: is_train and _drops(p),

@@ -38,7 +38,7 @@ def _roi_shape(p: ROIPoolingParam, ins, outs):
     return ins, [out, out]
 
 
-ROIPooling = define("ROIPooling", params=ROIPoolingParam, inputs=["data", "rois"], outputs=["output", "maxidx"],
+ROIPooling = define("ROIPooling", stateful=True, params=ROIPoolingParam, inputs=["data", "rois"], outputs=["output", "maxidx"],
                     num_visible=lambda p: 1, infer_shape=_roi_shape, infer_type=same_dtype)
 
 

@@ -41,7 +41,7 @@ def _grid_shape(p: GridGeneratorParam, ins, outs):
     return ins, [tuple(data), (2, data[2], data[3])]
 
 
-GridGenerator = define("GridGenerator", params=GridGeneratorParam, outputs=["output", "grid_dst"],
+GridGenerator = define("GridGenerator", stateful=True, params=GridGeneratorParam, outputs=["output", "grid_dst"],
                        num_visible=lambda p: 1, infer_shape=_grid_shape, infer_type=same_dtype)
 
 
@@ -117,7 +117,7 @@ def _sampler_shape(p, ins, outs):
     return ins, [(data[0], data[1], grid[2], grid[3]), (grid[0], grid[2], grid[3], 2)]
 
 
-BilinearSampler = define("BilinearSampler", params=BilinearSamplerParam, inputs=["data", "grid"],
+BilinearSampler = define("BilinearSampler", stateful=True, params=BilinearSamplerParam, inputs=["data", "grid"],
                          outputs=["output", "tmp"], num_visible=lambda p: 1,
                          infer_shape=_sampler_shape, infer_type=same_dtype)
 
@@ -234,7 +234,7 @@ def _st_shape(p: SpatialTransformerParam, ins, outs):
     return ins, [(data[0], data[1], h, w), (3, h * w), (data[0], 2, h * w)]
 
 
-SpatialTransformer = define("SpatialTransformer", params=SpatialTransformerParam, inputs=["data", "loc"],
+SpatialTransformer = define("SpatialTransformer", stateful=True, params=SpatialTransformerParam, inputs=["data", "loc"],
                             outputs=["output", "grid_dst", "grid_src"], num_visible=lambda p: 1,
                             infer_shape=_st_shape, infer_type=same_dtype)
 

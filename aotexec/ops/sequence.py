@@ -85,7 +85,7 @@ def _grad_reads(p: SequenceParam) -> list[str]:
 
 
 def _seq_define(name: str, params, infer_shape):
-    return define(name, params=params, inputs=_inputs, no_grad_inputs=("sequence_length",),
+    return define(name, stateful=True, params=params, inputs=_inputs, no_grad_inputs=("sequence_length",),
                   infer_shape=infer_shape, infer_type=_type)
 
 

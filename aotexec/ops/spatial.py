@@ -38,7 +38,7 @@ def _pad_shape(p: PadParam, data):
     return tuple(d + p.pad_width[2 * i] + p.pad_width[2 * i + 1] for i, d in enumerate(data))
 
 
-pad = define("Pad", "pad", params=PadParam, infer_shape=_pad_shape, infer_type=same_dtype)
+pad = define("Pad", "pad", stateful=True, params=PadParam, infer_shape=_pad_shape, infer_type=same_dtype)
 
 
 def _source_rows(mode: str, n: int, lo: int, hi: int) -> np.ndarray:
@@ -114,7 +114,7 @@ def _crop_offset(p: CropParam, data, out) -> tuple[int, int]:
 
 
 # a second input (crop_like) is read for its shape only and gets a zero gradient
-Crop = define("Crop", params=CropParam, variadic="num_args", shape_only_inputs=(1,),
+Crop = define("Crop", stateful=True, params=CropParam, variadic="num_args", shape_only_inputs=(1,),
               infer_shape=_crop_shape, infer_type=dtype_of_first)
 
 

@@ -6,6 +6,7 @@ from typing import Sequence
 from ..debug_str import render
 from ..graph import IndexedGraph
 from ..options import Options
+from ..passes.common_expr import eliminate_common_expr, has_common_expr
 from ..passes.gradient import check_differentiable
 from ..passes.infer import Typing
 from ..runtime.context import Context
@@ -25,6 +26,12 @@ class CompileProvider:
     def __init__(self, options: Options, cpu: str = "host"):
         self.options = options
         self.cpu = cpu
+
+    def executed_symbol(self, symbol):
+        if not self.options.common_expr or not has_common_expr(symbol._outputs):
+            return symbol
+        clone = symbol.__deepcopy__(None)
+        return type(symbol)(eliminate_common_expr(clone._outputs))
 
     def program(self, symbol, typing: Typing, modes: Sequence[str], ctx: Context, reqs: dict,
                 monitor: str | None = None) -> Program:

@@ -15,17 +15,19 @@ from .placement import PlacedExecutor
 from .provider import ProgramProvider
 
 
-def _make(symbol, ctx, typing, args, grads, reqs, aux, provider, group2ctx) -> Executor:
+def _make(symbol, ctx, typing, args, grads, reqs, aux, provider, group2ctx, out_names) -> Executor:
     """A plain executor, or a placed one when ``group2ctx`` maps groups the graph uses."""
     groups = {n.attrs.get("__ctx_group__") for n in typing.graph.nodes if n.op is not None} - {None}
     if group2ctx and any(group2ctx.get(gname, ctx) != ctx for gname in groups):
-        return PlacedExecutor(symbol, ctx, typing, args, grads, reqs, aux, provider, group2ctx=group2ctx)
-    return Executor(symbol, ctx, typing, args, grads, reqs, aux, provider)
+        return PlacedExecutor(symbol, ctx, typing, args, grads, reqs, aux, provider, group2ctx=group2ctx,
+                              out_names=out_names)
+    return Executor(symbol, ctx, typing, args, grads, reqs, aux, provider, out_names=out_names)
 
 
 def bind(symbol, ctx: Context | None, args, args_grad=None, grad_req="write", aux_states=None,
          group2ctx=None, shared_exec=None, *, provider: ProgramProvider) -> Executor:
     ctx = ctx or current_context()
+    out_names, symbol = symbol.list_outputs(), provider.executed_symbol(symbol)
     arg_names, aux_names = symbol.list_arguments(), symbol.list_auxiliary_states()
     arg_arrays = _arrays(args, arg_names, ctx, "args", required=True)
     aux_arrays = _arrays(aux_states, aux_names, ctx, "aux_states", required=True)
@@ -40,13 +42,14 @@ def bind(symbol, ctx: Context | None, args, args_grad=None, grad_req="write", au
         elif grads[n].shape != arg_arrays[n].shape:
             raise AotexecError(f"gradient array for '{n}' has shape {grads[n].shape}, argument has "
                                f"{arg_arrays[n].shape}")
-    return _make(symbol, ctx, typing, arg_arrays, grads, reqs, aux_arrays, provider, group2ctx)
+    return _make(symbol, ctx, typing, arg_arrays, grads, reqs, aux_arrays, provider, group2ctx, out_names)
 
 
 def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, group2ctx=None,
                 shared_arg_names=None, shared_exec=None, shared_buffer=None,
                 *, provider: ProgramProvider, **kwargs) -> Executor:
     ctx = ctx or current_context()
+    out_names, symbol = symbol.list_outputs(), provider.executed_symbol(symbol)
     inputs = set(symbol.list_inputs())
     shapes = {k: shape_from_user(v) for k, v in kwargs.items() if k in inputs}
     dtypes = {k: np.dtype(v) for k, v in (type_dict or {}).items() if k in inputs}
@@ -81,4 +84,4 @@ def simple_bind(symbol, ctx: Context | None, grad_req="write", type_dict=None, g
     args = {n.name: alloc(n) for n in g.arguments()}
     aux = {n.name: alloc(n) for n in g.aux_states()}
     grads = {n.name: (alloc(n, grad=True) if reqs[n.name] != "null" else None) for n in g.arguments()}
-    return _make(symbol, ctx, typing, args, grads, reqs, aux, provider, group2ctx)
+    return _make(symbol, ctx, typing, args, grads, reqs, aux, provider, group2ctx, out_names)

@@ -63,9 +63,12 @@ class Executor:
 
     def __init__(self, symbol, ctx: Context, typing: Typing, args: dict[str, NDArray],
                  grads: dict[str, NDArray | None], reqs: dict[str, str], aux: dict[str, NDArray],
-                 provider: ProgramProvider, outputs: Sequence[NDArray | None] | None = None):
-        """``outputs``: arrays to write the outputs into (a reshaped executor's views of its
-        original's); None, or a None entry, allocates."""
+                 provider: ProgramProvider, outputs: Sequence[NDArray | None] | None = None,
+                 out_names: list[str] | None = None):
+        """``symbol``: the graph the programs run (``ProgramProvider.executed_symbol``);
+        ``outputs``: arrays to write the outputs into (a reshaped executor's views of its
+        original's), None, or a None entry, allocates; ``out_names``: the bound symbol's output
+        names (MXNet's ``output_dict`` keys), where the executed graph renamed outputs."""
         self._symbol = symbol
         self._ctx = ctx
         self._typing = typing
@@ -82,7 +85,7 @@ class Executor:
         self._saved: tuple[int, Any] | None = None    # (thread, residuals) of the last forward(is_train=True)
         self._arg_names = symbol.list_arguments()
         self._aux_names = symbol.list_auxiliary_states()
-        self._out_names = symbol.list_outputs()
+        self._out_names = out_names or symbol.list_outputs()
         g = typing.graph
         given = list(outputs) if outputs is not None else [None] * len(symbol._outputs)
         self._local.outputs = [o if o is not None else nd_zeros(typing.shape_of(e), ctx=ctx, dtype=typing.dtype_of(e))
@@ -149,6 +152,10 @@ class Executor:
     @property
     def symbol(self):
         return self._symbol
+
+    def get_optimized_symbol(self):
+        """MXNet's: a copy of the graph this executor runs (common subexpressions merged)."""
+        return self._symbol.__deepcopy__(None)
 
     # ---- execution --------------------------------------------------------
     def _program(self, modes: tuple[str, ...]) -> Program:
@@ -244,7 +251,7 @@ class Executor:
             shapes = {n: a.shape for n, a in {**self.arg_dict, **self.aux_dict}.items()}
             dtypes = {n: np.dtype(a.dtype) for n, a in {**self.arg_dict, **self.aux_dict}.items()}
             self._twin = Executor(sym, self._ctx, bind_typing(sym, shapes, dtypes), self.arg_dict, self.grad_dict,
-                                  self._grad_req, self.aux_dict, self._provider)
+                                  self._grad_req, self.aux_dict, self._provider, out_names=self._out_names)
         return self._twin
 
     def _recompute_residuals(self) -> None:
@@ -510,7 +517,7 @@ class Executor:
         # MXNet's reshaped executor writes its outputs into the original's memory where they fit
         outs = [o.view(tuple(s)) if math.prod(s) <= o.size else None for o, s in zip(self.outputs, out_shapes)]
         return Executor(self._symbol, self._ctx, bind_typing(self._symbol, shapes, dtypes), args, grads, reqs, aux,
-                        self._provider, outputs=outs)
+                        self._provider, outputs=outs, out_names=self._out_names)
 
     @serialized
     def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,

@@ -35,6 +35,10 @@ class ProgramProvider(Protocol):
         """The program holding ``modes`` for these shapes, grad_req and context; ``monitor``
         ("outputs" | "all"): the traced debug build."""
 
+    def executed_symbol(self, symbol):
+        """The graph the programs run for ``symbol`` (MXNet's bind-time passes: common
+        subexpressions merged), ``symbol`` itself where they change nothing."""
+
     def check_gradients(self, symbol, wrt: list[str]) -> None:
         """Raise at bind, as MXNet does, where gradients for ``wrt`` cannot be built."""
 
