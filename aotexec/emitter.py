@@ -199,6 +199,10 @@ class Emitter(DynamicDims):
     def convert(self, x: Value, dtype) -> Value:
         if np.dtype(dtype) == x.dtype:
             return x
+        if x.dtype == np.bool_:
+            # a select, not stablehlo.convert: IREE 3.13 turned a converted i1 that fused into a
+            # matmul into -1.0 (dot(a > 0, w) came out negated)
+            return self.select(x, self.full_like(x, 1, dtype=dtype), self.full_like(x, 0, dtype=dtype))
         return self.op("stablehlo.convert", [x], x.shape, dtype)
 
     def clamp(self, lo: Value | float, x: Value, hi: Value | float) -> Value:

@@ -251,3 +251,15 @@ def test_cast(ctx):
             run(f16, {"x": x}, ctx, rtol=1e-3, atol=0)
     else:
         run(f16, {"x": x}, ctx, rtol=1e-3, atol=0)
+
+
+@pytest.mark.parametrize("ctx", CONTEXTS)
+def test_comparisons_as_matmul_operands(ctx):
+    """A comparison's 0/1 (a bool converted to float) feeding a matrix product: IREE 3.13 turned
+    the converted i1 into -1.0 once it fused into the matmul (dot(a > 0, w) came out negated)."""
+    a = np.array([[1.0, -1.0, 2.0], [-3.0, 4.0, -5.0]], np.float32)
+    w = RNG.uniform(-1, 1, (3, 4)).astype(np.float32)
+    mask = (a > 0).astype(np.float32)
+    va, vw = S.var("a"), S.var("w")
+    outs = {"dot": (S.dot(va > 0, vw), mask @ w), "cast": (S.dot(S.cast(va < 0, "float32"), vw), (1 - mask) @ w)}
+    run(outs, {"a": a, "w": w}, ctx)

@@ -224,11 +224,29 @@ def correlation(mx, np, rng):
     return outs, {"co_a": (2, 3, 5, 6), "co_b": (2, 3, 5, 6), "co_c": (1, 2, 7, 6), "co_d": (1, 2, 7, 6)}, None
 
 
+def ctc(mx, np, rng):
+    """ctc_loss (issue #21): blank first with 0-padded labels (one empty, one with a repeat),
+    blank last with -1 padding and data lengths, given label lengths; gradients of the data."""
+    V = mx.sym.var
+    outs = [mx.sym.ctc_loss(V("ctc_a"), V("ctc_la"), name="ctc1"),
+            mx.sym.contrib.ctc_loss(V("ctc_b"), V("ctc_lb"), data_lengths=V("ctc_db"), blank_label="last",
+                                    use_data_lengths=True, name="ctc2"),
+            mx.sym.ctc_loss(V("ctc_c"), V("ctc_lc"), label_lengths=V("ctc_lenc"), use_label_lengths=True, name="ctc3")]
+    fixed = {"ctc_a": rng.uniform(-2, 2, (6, 3, 5)).astype(np.float32),
+             "ctc_la": np.array([[1, 2, 2, 0], [3, 1, 4, 2], [0, 0, 0, 0]], np.float32),
+             "ctc_b": rng.uniform(-2, 2, (7, 2, 4)).astype(np.float32),
+             "ctc_lb": np.array([[0, 1, -1], [2, 2, 0]], np.float32), "ctc_db": np.array([5, 7], np.float32),
+             "ctc_c": rng.uniform(-2, 2, (5, 2, 4)).astype(np.float32),
+             "ctc_lc": np.array([[1, 3, 2], [2, 3, 3]], np.float32), "ctc_lenc": np.array([2, 3], np.float32)}
+    return outs, {k: v.shape for k, v in fixed.items()}, fixed
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
          "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
-         "stn": stn, "roi": roi, "correlation": correlation}
+         "stn": stn, "roi": roi, "correlation": correlation, "ctc": ctc}
 FORWARD_ONLY = {"forward", "ravel", "histogram"}
-NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2"}
+NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2",
+           "ctc_la", "ctc_lb", "ctc_db", "ctc_lc", "ctc_lenc"}
 
 
 def make_case(mx, np, name: str, out: Path) -> dict:
