@@ -442,3 +442,18 @@ def test_conformance_runner_indexes_numpy_arrays_as_mxnets_ci_numpy(tmp_path):
     assert np.array_equal(runner.legacy_getitem(x, [rows_idx, cols]), x[rows_idx, cols])   # test_pick's form
     nd = ax.nd.array(x)     # not a numpy array: its own indexing
     assert np.array_equal(runner.legacy_getitem(nd, 1).asnumpy(), x[1])
+
+
+def test_integer_mod_gradient():
+    """MXNet's mod_rgrad is -floor(a / b) computed in the operands' dtype: for int32 the division
+    truncates (test_binary_op's test_bmod_int); float64 floors."""
+    a, b = ax.sym.Variable("a"), ax.sym.Variable("b")
+    x = np.array([[7, -7, 5], [3, 9, -4]], np.float32)
+    y = np.array([[2, 2, -3], [5, 4, 3]], np.float32)
+    for dtype, quotient in (("int32", np.trunc(x / y)), ("float64", np.floor(x / y))):
+        ex = (ax.sym.cast(a, dtype=dtype) % ax.sym.cast(b, dtype=dtype)).simple_bind(ax.cpu(), a=(2, 3), b=(2, 3))
+        out = ex.forward(is_train=True, a=x, b=y)[0].asnumpy()
+        np.testing.assert_array_equal(out, np.mod(x, y))          # the sign of the divisor, as Python's %
+        ex.backward([ax.nd.ones((2, 3), dtype=dtype)])
+        np.testing.assert_array_equal(ex.grad_dict["a"].asnumpy(), np.ones((2, 3)))
+        np.testing.assert_array_equal(ex.grad_dict["b"].asnumpy(), -quotient)

@@ -103,7 +103,13 @@ SUB = Binary(lambda b, x, y: b.sub(x, y), lambda b, g, x, y: (g, b.neg(g)), read
 MUL = Binary(lambda b, x, y: b.mul(x, y), lambda b, g, x, y: (b.mul(g, y), b.mul(g, x)))
 DIV = Binary(lambda b, x, y: b.div(x, y),
              lambda b, g, x, y: (b.div(g, y), b.neg(b.div(b.mul(g, b.div(x, y)), y))))
-MOD = Binary(_mod, lambda b, g, x, y: (g, b.neg(b.mul(g, b.unary("floor", b.div(x, y))))))
+def _floor_div(b, x, y):
+    """floor(x / y); integers: C's truncating division, as MXNet's mod_rgrad computes it in int."""
+    q = b.div(x, y)
+    return q if np.dtype(q.dtype).kind in "iu" else b.unary("floor", q)
+
+
+MOD = Binary(_mod, lambda b, g, x, y: (g, b.neg(b.mul(g, _floor_div(b, x, y)))))
 POWER = Binary(lambda b, x, y: b.pow(x, y),
                lambda b, g, x, y: (b.mul(g, b.mul(y, b.pow(x, b.sub(y, 1.0)))), b.mul(g, b.mul(b.pow(x, y), b.log(x)))))
 MAXIMUM = Binary(lambda b, x, y: b.max(x, y),
@@ -349,7 +355,7 @@ ELEMWISE: tuple[Row, ...] = (
            reverse=True, inplace=True),
     scalar("_mod_scalar", "_ModScalar", MOD, (), lambda b, g, s: g),
     scalar("_rmod_scalar", "_RModScalar", MOD, ("in0",),
-           lambda b, g, x, s: b.neg(b.mul(g, b.unary("floor", b.div(s, x)))), reverse=True),
+           lambda b, g, x, s: b.neg(b.mul(g, _floor_div(b, b.full_like(x, s), x))), reverse=True),
     scalar("_power_scalar", "_PowerScalar", POWER, ("in0",), lambda b, g, x, s: b.mul(g, b.mul(b.pow(x, s - 1.0), s))),
     scalar("_rpower_scalar", "_RPowerScalar", POWER, ("out0",),
            lambda b, g, y, s: b.mul(g, b.mul(y, math.log(s) if s > 0 else math.nan)), reverse=True),
