@@ -235,6 +235,27 @@ contrib = types.SimpleNamespace(**{k[len("_contrib_"):]: v for k, v in list(glob
                                    if k.startswith("_contrib_")})
 
 
+def _random_helper(attr_op: str, array_op: str, a, b, shape, dtype, kwargs, names=("low", "high")):
+    """MXNet's mx.sym.random wrappers: Symbol parameters draw per element (``_sample_*``), numbers
+    are attributes (``_random_*``)."""
+    if isinstance(a, Symbol) and isinstance(b, Symbol):
+        return globals()[array_op](a, b, shape=shape or (), dtype=dtype or "None", **kwargs)
+    if isinstance(a, Symbol) or isinstance(b, Symbol):
+        raise ValueError(f"{names[0]} and {names[1]} must both be Symbols or both numbers")
+    return globals()[attr_op](**{names[0]: a, names[1]: b}, shape=shape or (), dtype=dtype or "None", **kwargs)
+
+
+# mx.sym.random: uniform / normal by parameter kind
+random = types.SimpleNamespace(
+    uniform=lambda low=0.0, high=1.0, shape=None, dtype=None, **kw: _random_helper(
+        "_random_uniform", "_sample_uniform", low, high, shape, dtype, kw),
+    normal=lambda loc=0.0, scale=1.0, shape=None, dtype=None, **kw: _random_helper(
+        "_random_normal", "_sample_normal", loc, scale, shape, dtype, kw, ("loc", "scale")),
+    uniform_like=lambda data, low=0.0, high=1.0, **kw: globals()["_random_uniform_like"](data, low=low, high=high, **kw),
+    normal_like=lambda data, loc=0.0, scale=1.0, **kw: globals()["_random_normal_like"](data, loc=loc, scale=scale,
+                                                                                        **kw))
+
+
 class _Operators:
     """``ax.sym._internal`` / ``ax.sym.op``: every constructor by its MXNet name, as MXNet's
     ``mx.sym._internal._plus`` and ``mx.sym.op.FullyConnected``."""

@@ -9,7 +9,8 @@ from .._harness import ContribModule, MissingOp, UnsupportedModule
 from . import _internal  # noqa: F401
 
 op = _internal
-for _sub in ("random", "linalg", "sparse", "image", "numpy", "np", "npx", "numpy_extension"):
+random = _ax_sym.random
+for _sub in ("linalg", "sparse", "image", "numpy", "np", "npx", "numpy_extension"):
     globals()[_sub] = UnsupportedModule(f"mx.sym.{_sub}")
 contrib = ContribModule("mx.sym.contrib", lambda op: getattr(_ax_sym, op))
 
