@@ -3,7 +3,7 @@ Pad, Crop, slice_like, depth_to_space, space_to_depth, topk, sort, argsort, gath
 scatter_nd, _arange, _full, shape_array, size_array, softmax_cross_entropy, smooth_l1,
 GridGenerator, BilinearSampler, and the _contrib_ ops BilinearResize2D, AdaptiveAvgPooling2D,
 div_sqrt_dim, arange_like; ravel_multi_index / unravel_index, histogram, SpatialTransformer,
-ROIPooling and Correlation (issue #21).
+ROIPooling, Correlation, ctc_loss, im2col / col2im (issue #21).
 
 Forward and backward against MXNet 1.9.1 (``tests/data/ops_ext``, written by
 ``tools/make_ops_reference.py``: MXNet's symbol JSON, inputs, outputs, head and input
@@ -319,3 +319,33 @@ def test_emitted_op_count_does_not_grow_with_sizes():
     verify_mlir(small)
     count = lambda t: len(re.findall(r'"(?:stablehlo|chlo)\.\w+"', t))  # noqa: E731
     assert count(small) == count(large)
+
+
+def _np_im2col(x: np.ndarray, kernel, stride, pad) -> np.ndarray:
+    """Reference: (N, C, *S) -> (N, C * K, L), rows channel-major then kernel offset."""
+    nd = len(kernel)
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(q, q) for q in pad])
+    sizes = [(xp.shape[2 + i] - kernel[i]) // stride[i] + 1 for i in range(nd)]
+    rows = []
+    for c in range(x.shape[1]):
+        for off in np.ndindex(*kernel):
+            sl = tuple(slice(o, o + (sz - 1) * s + 1, s) for o, sz, s in zip(off, sizes, stride))
+            rows.append(xp[(slice(None), c) + sl].reshape(x.shape[0], -1))
+    return np.stack(rows, 1)
+
+
+@pytest.mark.parametrize("kernel, stride, pad, shape", [((3,), (2,), (1,), (2, 2, 9)),
+                                                        ((2, 2, 2), (1, 2, 1), (0, 1, 0), (1, 2, 3, 3, 4))])
+def test_im2col_1d_3d(kernel, stride, pad, shape):
+    """1-D and 3-D blocks (MXNet's reference data covers 2-D) against numpy; col2im is the
+    adjoint: <im2col(x), y> == <x, col2im(y)>."""
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    cols = S.im2col(V("x"), kernel=kernel, stride=stride, pad=pad)
+    got = cols.bind(ax.cpu(), {"x": ax.nd.array(x)}).forward()[0].asnumpy()
+    want = _np_im2col(x, kernel, stride, pad)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    y = rng.uniform(-1, 1, want.shape).astype(np.float32)
+    back = S.col2im(V("y"), output_size=shape[2:], kernel=kernel, stride=stride, pad=pad)
+    xy = back.bind(ax.cpu(), {"y": ax.nd.array(y)}).forward()[0].asnumpy()
+    np.testing.assert_allclose(np.sum(want * y), np.sum(x * xy), rtol=1e-4)

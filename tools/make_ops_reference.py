@@ -241,9 +241,20 @@ def ctc(mx, np, rng):
     return outs, {k: v.shape for k, v in fixed.items()}, fixed
 
 
+def im2col(mx, np, rng):
+    """im2col / col2im (issue #21): 2-D with stride, dilation and padding, col2im with overlaps;
+    both gradients (MXNet 1.9.1 fails a shape check binding a 1-D im2col beside these)."""
+    V = mx.sym.var
+    kw = dict(kernel=(3, 2), stride=(2, 1), dilate=(1, 2), pad=(1, 0))
+    outs = [mx.sym.im2col(V("ic_a"), name="i2c", **kw),
+            mx.sym.col2im(V("ic_b"), output_size=(7, 6), name="c2i", **kw)]
+    return outs, {"ic_a": (2, 3, 7, 6), "ic_b": (2, 18, 16)}, None
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
          "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
-         "stn": stn, "roi": roi, "correlation": correlation, "ctc": ctc}
+         "stn": stn, "roi": roi, "correlation": correlation, "ctc": ctc,
+         "im2col": im2col}
 FORWARD_ONLY = {"forward", "ravel", "histogram"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2",
            "ctc_la", "ctc_lb", "ctc_db", "ctc_lc", "ctc_lenc"}
