@@ -148,7 +148,7 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
             variant: dict[str, Any] = {
                 "shapes": {n.name: list(typing.node_shape(n)) for n in g.variables()},
                 "dtypes": {n.name: typing.node_dtype(n).name for n in g.variables()},
-                "grad_req": reqs if train else None, "entry_points": None, "files": {}}
+                "grad_req": reqs if train else None, "entry_points": {}, "files": {}}
             for target, opts in compile_opts.items():
                 if progress:
                     progress(f"compiling {target}" + (f" (cpu={cpu})" if target == "llvm-cpu" else "")
@@ -157,7 +157,9 @@ def compile(symbol, shapes: dict[str, Sequence[int]] | Sequence[dict[str, Sequen
                                                       reqs=reqs if train else None, mirror=options.mirror)
                 fname = TARGET_FILES[target] if k == 0 else TARGET_FILES[target].replace(".vmfb", f".v{k}.vmfb")
                 variant["files"][target] = _write(tmp / fname, vmfb, spec)
-                variant["entry_points"] = spec.to_json()
+                # per target: their signatures differ where layouts do (llvm-cpu's channels-last
+                # residuals between forward_train and backward, NCHW on GPUs)
+                variant["entry_points"][target] = spec.to_json()
                 if pipeline.program.resident_enabled(opts, options):
                     # inference executors keep their parameters resident (docs/ARCHITECTURE.md); such a
                     # module needs them at load, so it is a file of its own
@@ -235,7 +237,7 @@ class Artifact:
         self.ctx = ctx
         self.symbol = symbol
         self.variants = manifest["variants"]
-        self.specs: list[ProgramSpec] = [s for s, _ in specs]
+        self.specs: list[dict[str, ProgramSpec]] = [s for s, _ in specs]     # per variant: target -> spec
         self.resident_specs: list[ProgramSpec | None] = [r for _, r in specs]
         self._programs: dict[tuple[Context, int, bool], Program] = {}
         self.arg_params: dict[str, np.ndarray] = arg_params
@@ -247,7 +249,8 @@ class Artifact:
 
     @property
     def spec(self) -> ProgramSpec:
-        return self.specs[0]
+        """The first variant's entry points on the first target."""
+        return next(iter(self.specs[0].values()))
 
     @property
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -315,7 +318,7 @@ class Artifact:
             vmfb = confined(self.path, rec["file"], target).read_bytes()
             if hashlib.sha256(vmfb).hexdigest() != rec["sha256"]:   # changed since load
                 raise invalid(self.path, f"{rec['file']} does not match the sha256 in the manifest")
-            spec = self.resident_specs[variant] if resident else self.specs[variant]
+            spec = self.resident_specs[variant] if resident else self.specs[variant][target]
             prog = self._programs[(ctx, variant, resident)] = Program(ctx, vmfb, spec)
         return prog
 
@@ -333,10 +336,11 @@ class Artifact:
         else:
             raise self._no_variant(want)
         built = self.variants[k].get("grad_req")
+        entries = next(iter(self.specs[k].values())).entries      # the same functions on every target
         for m in modes:
-            if m not in self.specs[k].entries:
+            if m not in entries:
                 raise AotexecError(f"artifact {self.path} has no '{m}' entry point (it has "
-                                   f"{', '.join(self.specs[k].entries)}); compile it with a grad_req "
+                                   f"{', '.join(entries)}); compile it with a grad_req "
                                    "(aotexec compile --grad-req write) to run training steps from it")
         if any(m in ("backward", "train_step") for m in modes) and reqs != built:
             diff = {n: f"{(reqs or {}).get(n)} (compiled: {(built or {}).get(n)})" for n in sorted(set(reqs or {}) |
@@ -494,7 +498,7 @@ def load(path: str | os.PathLike, ctx: Context | None = None) -> Artifact:
     specs = check_entry_points(path, manifest, symbol, typings)
     for v, (spec, resident) in zip(manifest["variants"], specs):
         for t, rec in v["files"].items():
-            check_module(path, rec["file"], contents[rec["file"]], resident if t == RESIDENT else spec, rec.get("abi"))
+            check_module(path, rec["file"], contents[rec["file"]], resident if t == RESIDENT else spec[t], rec.get("abi"))
     arg_params: dict = {}
     aux_params: dict = {}
     if manifest.get("params") is not None:

@@ -35,7 +35,7 @@ from .signature import RESIDENT_SCOPE, EntryPoint, ProgramSpec, Role
 
 # 2: shape variants, planned-buffer ABI; 3: typed entry-point ports; 4: inputs, checked params;
 # 5: each entry point's calling convention ('abi', transient bytes), params.irpa, parameters keyed by name
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 MANIFEST = "manifest.json"
 TARGET_FILES = {"llvm-cpu": "llvm-cpu.vmfb", "vulkan-spirv": "vulkan-spirv.vmfb", "cuda": "cuda.vmfb"}
 RESIDENT = "llvm-cpu-resident"   # a variant's forward_infer with resident parameters (optional file)
@@ -236,27 +236,32 @@ def _check_entry(path: Path, where: str, ep: EntryPoint, typing: Typing, symbol)
 
 
 def check_entry_points(path: Path, m: dict, symbol, typings: Sequence[Typing]) -> list[tuple]:
-    """Every port against the variant's shapes; returns (ProgramSpec, resident ProgramSpec | None)
-    per variant."""
+    """Every port against the variant's shapes; returns ({target: ProgramSpec}, resident
+    ProgramSpec | None) per variant."""
     specs = []
     for k, (v, typing) in enumerate(zip(m["variants"], typings)):
+        targets = [t for t in v["files"] if t != RESIDENT]
+        _need(sorted(v["entry_points"]) == sorted(targets), path,
+              f"variant {k}: entry points for {sorted(v['entry_points'])}, modules for {sorted(targets)}")
         try:
-            spec = ProgramSpec.from_json(v["entry_points"])
+            by_target = {t: ProgramSpec.from_json(v["entry_points"][t]) for t in targets}
             res = ProgramSpec.from_json(v["resident_entry_points"]) if RESIDENT in v["files"] else None
         except AotexecError as e:
             raise invalid(path, f"variant {k}: {first_line(e)}") from None
 
         train = any(r != "null" for r in (v.get("grad_req") or {}).values())
         need = ["forward_infer"] + (list(TRAIN_ENTRIES) if train else [])
-        missing = [e for e in need if e not in spec.entries]
-        _need(not missing, path, f"variant {k} lacks the entry points {missing}")
-        for s in (spec, res):
+        for t, spec in by_target.items():
+            missing = [e for e in need if e not in spec.entries]
+            _need(not missing, path, f"variant {k} lacks the entry points {missing}" +
+                  (f" ({t})" if len(by_target) > 1 else ""))
+        for s in (*by_target.values(), res):
             for name, ep in (s.entries.items() if s else ()):
                 _need(ep.name == name, path, f"variant {k}: entry point {name!r} describes {ep.name!r}")
                 _check_entry(path, f"variant {k} entry point {name}", ep, typing, symbol)
         _need(res is None or list(res.entries) == ["forward_infer"], path,
               f"variant {k}: the resident module holds forward_infer only")
-        specs.append((spec, res))
+        specs.append((by_target, res))
     return specs
 
 

@@ -80,7 +80,7 @@ def run_command(art, function: str = "forward_infer", *, variant: int = 0, targe
     if target not in art.targets:
         raise AotexecError(f"artifact {art.path} has no {target} module; it was compiled for {', '.join(art.targets)}")
     files = art.variants[k]["files"]
-    spec = art.specs[k]
+    spec = art.specs[k][target]
     archive = (art.manifest.get("params") or {}).get("irpa")
     params = {**art.arg_params, **art.aux_params}
     res_spec = art.resident_specs[k]

@@ -13,6 +13,7 @@ import aotexec as ax
 from golden import all_cases
 from test_artifact_cli import BLOCK_COMPILER, EXAMPLES, ROOT
 from cli_runner import invoke
+from contexts import VULKAN_MISSING
 
 CASE = next(c for c in all_cases() if c.id == "net_resblock_train")   # conv, BatchNorm (aux updates), FC
 
@@ -117,3 +118,45 @@ def test_inference_artifact_says_how_to_get_training(tmp_path):
     assert art.grad_req is None
     with pytest.raises(ax.AotexecError, match="--grad-req write"):
         art.simple_bind(ax.cpu(), grad_req="write")
+
+
+def _conv_bn_net():
+    S = ax.sym
+    h = S.var("data")
+    for k, c in enumerate((8, 16)):
+        h = S.Activation(S.BatchNorm(S.Convolution(h, num_filter=c, kernel=(3, 3), pad=(1, 1), name=f"conv{k}"),
+                                     name=f"bn{k}"), act_type="relu")
+    h = S.Pooling(h, global_pool=True, kernel=(1, 1), pool_type="avg")
+    return S.SoftmaxOutput(S.FullyConnected(h, num_hidden=5, name="fc"), name="softmax")
+
+
+@pytest.mark.skipif(VULKAN_MISSING is not None, reason=VULKAN_MISSING or "")
+def test_training_artifact_for_two_targets(tmp_path):
+    """A conv net's training artifact for llvm-cpu (channels-last residuals) and Vulkan (NCHW):
+    each target keeps its own entry-point signatures, and both train as the net bound directly."""
+    sym = _conv_bn_net()
+    shapes = {"data": (4, 3, 16, 16), "softmax_label": (4,)}
+    rng = np.random.default_rng(0)
+    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
+    params = {n: rng.uniform(-0.5, 0.5, s).astype(np.float32) for n, s in zip(sym.list_arguments(), arg_shapes)
+              if n not in shapes}
+    params.update({n: (np.ones if "var" in n else np.zeros)(s, np.float32)
+                   for n, s in zip(sym.list_auxiliary_states(), aux_shapes)})
+    art = ax.compile(sym, shapes, grad_req="write", targets=("llvm-cpu", "vulkan-spirv"), params=params,
+                     out=tmp_path / "two")
+    fwd = {t: [p.shape for p in s.entries["forward_train"].results] for t, s in art.specs[0].items()}
+    assert fwd["llvm-cpu"] != fwd["vulkan-spirv"]              # the residuals' layouts differ
+    data = rng.uniform(-1, 1, shapes["data"]).astype(np.float32)
+    label = np.array([0, 3, 1, 4], np.float32)
+    ref = sym.simple_bind(ax.cpu(), grad_req=art.grad_req, **shapes)
+    ref.copy_params_from({n: ax.nd.array(v) for n, v in params.items() if n in ref.arg_dict},
+                         {n: ax.nd.array(v) for n, v in params.items() if n in ref.aux_dict})
+    ref.forward(is_train=True, data=data, softmax_label=label)
+    ref.backward()
+    for ctx in (ax.cpu(), ax.vulkan()):
+        ex = ax.load(art.path).simple_bind(ctx)
+        ex.forward(is_train=True, data=data, softmax_label=label)
+        ex.backward()
+        for n in ("conv0_weight", "bn1_gamma", "fc_weight"):
+            np.testing.assert_allclose(ex.grad_dict[n].asnumpy(), ref.grad_dict[n].asnumpy(), rtol=1e-4, atol=1e-5,
+                                       err_msg=f"{ctx} {n}")

@@ -146,15 +146,15 @@ def test_paths_outside_the_artifact_folder_are_refused(copy, tmp_path):
     (lambda m: m["variants"][1]["dtypes"].__setitem__("data", "float16"), "differs from variant 0"),
     (lambda m: m["variants"][0]["shapes"].__setitem__("fc1_weight", [3, 784]), "do not fit the symbol"),
     (lambda m: m["variants"][0]["shapes"].pop("softmax_label"), "gives shapes for"),
-    (lambda m: m["variants"][0]["entry_points"]["forward_infer"]["inputs"][0].__setitem__("shape", [4, 784]),
+    (lambda m: m["variants"][0]["entry_points"]["llvm-cpu"]["forward_infer"]["inputs"][0].__setitem__("shape", [4, 784]),
      r"variable data is \(4, 784\) float32 in the manifest; the symbol gives \(2, 784\)"),
-    (lambda m: m["variants"][0]["entry_points"]["forward_infer"]["outputs"][0].__setitem__("dtype", "float16"),
+    (lambda m: m["variants"][0]["entry_points"]["llvm-cpu"]["forward_infer"]["outputs"][0].__setitem__("dtype", "float16"),
      "output softmax_output"),
-    (lambda m: m["variants"][0]["entry_points"]["forward_infer"]["inputs"].pop(), "are not the symbol's"),
-    (lambda m: m["variants"][0]["entry_points"].pop("forward_infer"), "lacks the entry points"),
+    (lambda m: m["variants"][0]["entry_points"]["llvm-cpu"]["forward_infer"]["inputs"].pop(), "are not the symbol's"),
+    (lambda m: m["variants"][0]["entry_points"]["llvm-cpu"].pop("forward_infer"), "lacks the entry points"),
     (lambda m: m["variants"][0].__setitem__("grad_req", {"fc1_weight": "write"}), "grad_req must name exactly"),
     (lambda m: m["variants"][0]["dtypes"].__setitem__("data", "object"), "aotexec's dtypes are"),
-    (lambda m: m["variants"][0]["entry_points"]["forward_infer"]["outputs"][0].__setitem__("dtype", "complex128"),
+    (lambda m: m["variants"][0]["entry_points"]["llvm-cpu"]["forward_infer"]["outputs"][0].__setitem__("dtype", "complex128"),
      "dtype 'complex128'"),
     (lambda m: m["targets"]["llvm-cpu"]["cpu"].__setitem__("cpu", 7), "malformed llvm-cpu CPU record"),
     (lambda m: m["variants"][0]["files"]["llvm-cpu"].__setitem__("file", None), "must be a plain file name"),
@@ -174,8 +174,8 @@ def test_consistently_edited_shapes_are_caught_by_the_modules_declarations(copy)
     m = _manifest(a)
     v = m["variants"][0]
     v["shapes"]["data"], v["shapes"]["softmax_label"] = [4, 784], [4]
-    for key in ("entry_points", "resident_entry_points"):
-        for port in v[key]["forward_infer"]["inputs"] + v[key]["forward_infer"]["outputs"]:
+    for spec in (v["entry_points"]["llvm-cpu"], v["resident_entry_points"]):
+        for port in spec["forward_infer"]["inputs"] + spec["forward_infer"]["outputs"]:
             if port["shape"] and port["shape"][0] == 2:
                 port["shape"][0] = 4
     _write_manifest(a, m)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -110,14 +111,21 @@ def inspect_cmd(args: argparse.Namespace) -> None:
     print(f"targets: {', '.join(art.targets)}")
     print(f"inputs: {', '.join(art.inputs)}")
     print_summary(art)
-    for k, spec in enumerate(art.specs):
-        for name, ep in spec.entries.items():
-            print(f"entry {name}" + (f" (variant {k})" if len(art.specs) > 1 else "") + ":")
-            for kind, ports in (("in ", ep.params), ("out", ep.results)):
-                for p in ports:
-                    print(f"    {kind} {p.name:24s} {str(tuple(p.shape)):20s} {p.dtype:8s} {p.role.value}")
-            arenas = {t: a["bytes"] for t, rec in art.variants[k]["files"].items()
-                      for a in rec["abi"].get(name, []) if a["kind"] == "transients"}
-            if arenas:
-                print("    + a storage buffer per output and a transient arena of "
-                      + ", ".join(f"{n:,} bytes ({t})" for t, n in arenas.items() if n is not None))
+    for k, by_target in enumerate(art.specs):
+        shown = {}
+        for target, spec in by_target.items():      # targets whose signatures match print once
+            shown.setdefault(json.dumps(spec.to_json(), sort_keys=True), (spec, []))[1].append(target)
+        for spec, targets in shown.values():
+            for name, ep in spec.entries.items():
+                where = [f"variant {k}"] if len(art.specs) > 1 else []
+                where += [", ".join(targets)] if len(shown) > 1 else []
+                print(f"entry {name}" + (f" ({'; '.join(where)})" if where else "") + ":")
+                for kind, ports in (("in ", ep.params), ("out", ep.results)):
+                    for p in ports:
+                        print(f"    {kind} {p.name:24s} {str(tuple(p.shape)):20s} {p.dtype:8s} {p.role.value}")
+                arenas = {t: a["bytes"] for t, rec in art.variants[k]["files"].items()
+                          for a in rec["abi"].get(name, []) if a["kind"] == "transients" and (t in targets or
+                                                                                           len(shown) == 1)}
+                if arenas:
+                    print("    + a storage buffer per output and a transient arena of "
+                          + ", ".join(f"{n:,} bytes ({t})" for t, n in arenas.items() if n is not None))
