@@ -63,11 +63,12 @@ RESIDENT_ARG = "%argp"
 class Emitter(DynamicDims):
     """Appends generic-form ops to a function body."""
 
-    def __init__(self, indent: str = "    ", reductions: str = "blocks", vulkan: bool = False):
+    def __init__(self, indent: str = "    ", reductions: str = "blocks", target: str = "llvm-cpu"):
         if reductions not in REDUCTIONS:
             raise ValueError(f"reductions must be one of {REDUCTIONS}, got {reductions!r}")
         self.reductions = reductions        # see ``reduce``
-        self.vulkan = vulkan                # the module is for IREE's Vulkan target: rules avoid its miscompiles
+        self.target = target                # the IREE target the module is for: rules avoid its miscompiles
+        self.vulkan = target == "vulkan-spirv"
         self.lines: list[str | None] = []
         self.prologue: list[str] = []       # ops moved to the top of the function (see fence)
         self.indent = indent
@@ -367,7 +368,11 @@ class Emitter(DynamicDims):
         IREE schedules every dispatch whose operands are ready in one concurrent wave and
         keeps all their results alive together; this orders work without ending the
         execution region (``fence`` does).  The predicate ``dep[0] > +inf`` is false for
-        every value, NaN included, so the select returns ``x`` bit for bit."""
+        every value, NaN included, so the select returns ``x`` bit for bit.  On CUDA ``x`` itself:
+        IREE 3.13's CUDA codegen failed to bufferize the one-element read (``failed to bufferize
+        op``, a tensor<1x1x1x1xf32> alloc_tensor) in a training step with recomputation."""
+        if self.target == "cuda":
+            return x
         first = self.convert(self.reshape(self.slice(dep, (0,) * dep.ndim, (1,) * dep.ndim), ()), "float32")
         never = self.broadcast_in_dim(self.compare(first, float("inf"), "GT"), x.shape, ())
         return self.select(never, self.full_like(x, 0.0), x)

@@ -136,7 +136,7 @@ def _training_ops(sym, data_shape, reductions: str = "whole", vulkan: bool = Fal
     typing = bind_typing(sym, {"data": data_shape}, {})
     reqs = {n: ("null" if n in ("data", "softmax_label") else "write") for n in sym.list_arguments()}
     text, _ = pipeline.entry_points(sym, typing, TRAIN_STEPS, reqs, "auto", channels_last=not vulkan,
-                                    reductions=reductions, vulkan=vulkan)
+                                    reductions=reductions, target="vulkan-spirv" if vulkan else "llvm-cpu")
     return {fn: _op_counts(body) for fn, body in zip(TRAIN_STEPS, text.split("func.func @")[1:])}
 
 

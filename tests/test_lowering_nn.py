@@ -320,7 +320,7 @@ def _stablehlo(sym, shapes: dict, is_train=False, vulkan=False) -> str:
     typing = infer(sym._graph, shapes, {k: np.float32 for k in shapes})
     g = typing.graph
     return lower_function("f", typing, g.arguments() + g.aux_states(), sym._outputs, is_train=is_train,
-                          vulkan=vulkan)
+                          target="vulkan-spirv" if vulkan else "llvm-cpu")
 
 
 @pytest.mark.lowering

@@ -43,8 +43,12 @@ def _log_progress() -> None:
 
 
 def _one_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+    """The message's first line; a first line that introduces a list (a compile failure's
+    diagnostics) brings its first entry along."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -55,19 +55,19 @@ def resident_parameters(symbol, typing: Typing) -> list[str]:
 def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, str] | None = None,
                  mirror: bool | str = "none", monitor: str | None = None,
                  channels_last: bool = False, reductions: str = "blocks",
-                 resident: Sequence[str] = (), vulkan: bool = False,
+                 resident: Sequence[str] = (), target: str = "llvm-cpu",
                  planned: bool | None = None) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each.
 
     ``channels_last``: 2-D convolution nets run NHWC between convolutions (passes/layout.py);
     only for llvm-cpu, where it was measured (IREE 3.13's Vulkan backend miscompiled a LeNet
-    data gradient in that form).  ``reductions``: ``emitter.REDUCTIONS``.  ``vulkan``: the
-    module is for Vulkan (``Emitter.vulkan``).
+    data gradient in that form).  ``reductions``: ``emitter.REDUCTIONS``.  ``target``: the
+    IREE target (``Emitter.target``).
     ``resident``: variables ``forward_infer`` reads from IREE parameters (``resident_parameters``);
     such a module needs them at load (``Program.bind_parameters``), so it holds no other mode.
     ``planned``: results in caller buffers with a transient arena (default: unless monitored;
     shape-generic modules return theirs, their arena size being dynamic)."""
-    lower = functools.partial(lower_function, reductions=reductions, vulkan=vulkan)
+    lower = functools.partial(lower_function, reductions=reductions, target=target)
     if planned is None:
         planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph

@@ -85,9 +85,9 @@ def compile_segments(segments: list[Segment], typing: Typing, is_train: bool, op
             spec.entries[seg.name] = EntryPoint(seg.name, tuple(values(typing, seg.inputs) + rng),
                                                 tuple(values(typing, seg.outputs)))
 
-        def build(reductions: str, segs=segs, spec=spec, vulkan=opts.target == "vulkan-spirv"):
+        def build(reductions: str, segs=segs, spec=spec, target=opts.target):
             return module_text([lower_function(seg.name, typing, seg.inputs, seg.outputs, is_train=is_train,
-                                               reductions=reductions, vulkan=vulkan) for seg in segs]), spec
+                                               reductions=reductions, target=target) for seg in segs]), spec
         check_target_dtypes(typing, opts.target)
         out[ctx] = compile_with_fallback(build, reductions_for(opts), opts, options)
     return out

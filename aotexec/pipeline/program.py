@@ -92,7 +92,7 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
     stats["misses"] += 1
     build = functools.partial(entry_points, symbol, typing, modes, reqs, mirror, monitor,
                               channels_last=opts.target == "llvm-cpu" and options.layout == "nhwc",
-                              resident=resident, vulkan=opts.target == "vulkan-spirv")
+                              resident=resident, target=opts.target)
     vmfb, spec = compile_with_fallback(build, reductions_for(opts), opts, options)
     if options.cache:
         with _lock:
