@@ -311,7 +311,7 @@ class Symbol:
         return CONSTRUCTORS["Cast"](self, dtype=dtype, **kwargs)
 
     def split(self, *args, **kwargs):
-        return CONSTRUCTORS["SliceChannel"](self, *args, **kwargs)
+        return CONSTRUCTORS["split"](self, *args, **kwargs)      # named split0, as MXNet
 
 
 # fluent methods: x.reshape(...), x.sum(axis=...) call the op of the same name with x first
