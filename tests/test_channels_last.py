@@ -120,6 +120,25 @@ def test_small_map_data_gradient_as_im2col_matches_numpy():
     np.testing.assert_allclose(ex.grad_dict["conv_weight"].asnumpy(), dw, rtol=1e-4, atol=1e-5)
 
 
+def test_wide_strided_layer_on_a_small_map_is_im2col_and_matches_numpy():
+    """A 3x3/2 layer of 128 -> 160 channels on 7x6 (ops.conv.strided_as_im2col: the padded
+    windows joined on channels, one matmul): inference and training outputs against numpy."""
+    rng = np.random.default_rng(6)
+    x, wt, bias = rng.uniform(-1, 1, (1, 128, 7, 6)), rng.uniform(-1, 1, (160, 128, 3, 3)) / 34, rng.uniform(-1, 1, 160)
+    net = S.Convolution(V("x"), kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=160, name="conv")
+    text, _ = pipeline.entry_points(net, bind_typing(net, {"x": x.shape}, {}), ["forward_infer"], None, "none",
+                                    channels_last=True)
+    assert "tensor<1x4x3x1152xf32>" in text                          # 9 windows of 128 channels
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(np.einsum("nchw,fc->nfhw", xp[:, :, i:i + 7:2, j:j + 5:2], wt[:, :, i, j])
+               for i in range(3) for j in range(3)) + bias[None, :, None, None]
+    args = {"x": ax.nd.array(x.astype(np.float32)), "conv_weight": ax.nd.array(wt.astype(np.float32)),
+            "conv_bias": ax.nd.array(bias.astype(np.float32))}
+    for is_train in (False, True):
+        got = net.bind(ax.cpu(), args=args, grad_req="null").forward(is_train=is_train)[0].asnumpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_wide_pointwise_layer_on_a_large_map_is_a_matmul_and_matches_numpy():
     """A 1x1 layer of 256 -> 256 channels on 2 x 64 x 64 pixels (past POINTWISE_MATMUL_MAX_PIXELS,
     but wide: ops.conv.pointwise_as_matmul) is one 2-D dot_general; output and gradients

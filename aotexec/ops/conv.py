@@ -166,6 +166,20 @@ POINTWISE_MATMUL_MIN_CHANNELS = 128
 POINTWISE_MATMUL_WIDE = 65536
 
 
+# strided 2-D convolutions with at most this many output pixels (batch x height x width) and at
+# least this many channels in and out run as im2col + one matmul: IREE 3.13's direct form ran
+# ResNet-18's 3x3/2 256 -> 512 layer at batch 1 (7x7 out) at ~46 GFLOP/s (b1 20.4 -> 19.6 ms)
+STRIDED_IM2COL_MAX_PIXELS = 196
+STRIDED_IM2COL_MIN_CHANNELS = 128
+
+
+def strided_as_im2col(kernel, stride, in_channels: int, out_shape) -> bool:
+    """Whether a strided 2-D convolution with NHWC output ``out_shape`` runs as im2col + matmul."""
+    return (len(kernel) == 2 and any(s > 1 for s in stride) and not any_dynamic(out_shape)
+            and prod(out_shape[:3]) <= STRIDED_IM2COL_MAX_PIXELS
+            and min(in_channels, out_shape[3]) >= STRIDED_IM2COL_MIN_CHANNELS)
+
+
 def pointwise_as_matmul(shape, out_channels: int) -> bool:
     """Whether a 1x1, stride-1 convolution of the NHWC input ``shape`` is emitted as a matmul."""
     if any_dynamic(shape) or shape[3] < POINTWISE_MATMUL_MIN_CHANNELS:
@@ -203,7 +217,7 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
                           contract=([1], [0]))
         y = b.reshape(y, tuple(out_shape))
         return _nhwc_bias(b, y, bias)
-    if one_axis(p.kernel) and not any_dynamic(x.shape):
+    if (one_axis(p.kernel) and not any_dynamic(x.shape)) or strided_as_im2col(p.kernel, stride, x.shape[3], out_shape):
         y = im2col_nhwc(b, x, _hwio(b, w), tuple(out_shape), stride, [(q, q) for q in pad], dilate)
         return _nhwc_bias(b, y, bias)
     if winograd.applies(p.kernel, stride, dilate, x.shape[3], out_shape[3], x.shape):

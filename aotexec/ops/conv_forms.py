@@ -336,9 +336,9 @@ def small_map_im2col(kernel: Sequence[int], g_shape, c: int) -> bool:
 
 
 def im2col_nhwc(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, dilation) -> Value:
-    """A convolution of NHWC ``x`` with an HWIO ``wt`` (KH, KW, C, F) of a one-axis kernel:
-    the k windows of the padded input joined on the channel axis, then one matmul with the
-    weight as a (k*C, F) matrix (im2col along one axis: k copies of the input, no more).
+    """A convolution of NHWC ``x`` with an HWIO ``wt`` (KH, KW, C, F): the k windows of the
+    padded input joined on the channel axis, then one matmul with the weight as a (k*C, F)
+    matrix (k copies of the input: for one-axis kernels, small maps, strided small maps).
 
     IREE 3.13 compiled these kernels as convolutions to scalar code (Inception-v3's
     17x17x192 1x7 layers at ~2.4 GFLOP/s: 75% of its inference time); ``pads`` are
