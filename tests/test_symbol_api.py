@@ -131,3 +131,11 @@ def test_legacy_unknown_shapes_and_np_shape():
         assert arg[0] == (-1, 5) and out == [(-1, 3)]
         arg, _, _ = fc.infer_shape_partial()
         assert arg[0] is None
+
+
+def test_positional_none_is_an_input_left_out():
+    """MXNet's generated op signatures put the inputs first: a positional None leaves one out
+    (test_bilinear_resize_op's BilinearResize2D(data, None, scale_height=...)), it is no parameter."""
+    s = S.contrib.BilinearResize2D(S.Variable("data"), None, scale_height=2.0, scale_width=3.0, mode="odd_scale")
+    assert s.list_arguments() == ["data"]
+    assert s.infer_shape(data=(1, 2, 4, 5))[1] == [(1, 2, 8, 13)]          # MXNet 1.9.1's

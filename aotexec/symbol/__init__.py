@@ -95,8 +95,10 @@ def create(op: OpDef, hint: str, args: tuple, kwargs: dict) -> Symbol:
     sym_args = [a for a in args if isinstance(a, Symbol)]
     if op.variadic and len(args) == 1 and isinstance(args[0], (list, tuple)):
         sym_args = list(args[0])
-    raw_pos = [a for a in args if not isinstance(a, (Symbol, list, tuple))] if op.variadic else \
-        [a for a in args if not isinstance(a, Symbol)]
+    # a positional None is an input left out (MXNet's generated signatures put inputs first:
+    # BilinearResize2D(data, None, scale_height=...) gives no ``like``)
+    raw_pos = [a for a in args if not isinstance(a, (Symbol, list, tuple)) and a is not None] if op.variadic else \
+        [a for a in args if not isinstance(a, Symbol) and a is not None]
     sym_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
     # None for an input means "create its variable"; for a parameter it is the value None
     fields = {f.name for f in dataclasses.fields(op.params)} if op.params else set()
