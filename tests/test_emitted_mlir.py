@@ -156,6 +156,11 @@ def test_resnet18_training_module_grows_with_the_layers_not_the_tensors(monkeypa
     (ops/winograd.py: its 16 tile slices and transforms) emits ~120 ops more than a direct one."""
     sym = resnet18_v1()
     layers, per_layer = 21, 400
+    # small strided layers (ops.conv.strided_as_im2col: batch 2's 7x7 maps) are im2col + matmul,
+    # a form chosen by size: bounded below, kept off for the same-ops comparisons
+    from aotexec.ops import conv
+    assert all(sum(c.values()) < per_layer * layers for c in _training_ops(sym, (2, 3, 224, 224)).values())
+    monkeypatch.setattr(conv, "STRIDED_IM2COL_MAX_PIXELS", 0)
     base = _training_ops(sym, (16, 3, 224, 224))
     assert all(sum(c.values()) < per_layer * layers for c in base.values()), \
         {k: sum(c.values()) for k, c in base.items()}
