@@ -80,12 +80,10 @@ def _lse(b, *xs):
     return b.add(safe, b.log(total))
 
 
-def _shift(b, x, k: int):
-    """x[:, s - k] along the last axis (-inf shifted in); a negative k shifts the other way."""
+def _shift(b, x, k: int, fill=NEG):
+    """x[:, s - k] along the last axis (``fill`` shifted in); a negative k shifts the other way."""
     n, s = x.shape
-    pad = (0, k) if k > 0 else (0, 0)
-    hi = (0, 0) if k > 0 else (0, -k)
-    y = b.pad(x, NEG, pad, hi)
+    y = b.pad(x, fill, (0, max(k, 0)), (0, max(-k, 0)))
     return b.slice(y, (0, 0), (n, s)) if k > 0 else b.slice(y, (0, -k), (n, s - k))
 
 
@@ -168,7 +166,7 @@ def ctc(b, p: CTCLossParam, data, label, data_len, label_len, want_grad: bool):
         t = b.sub(b.constant(t_max - 1, (), "int32"), i)
         nxt = b.min(b.add(t, b.constant(1, (), "int32")), b.constant(t_max - 1, (), "int32"))
         e = b.add(beta, step(b, emit, nxt))
-        new = _lse(b, e, _shift(b, e, -1), b.select(_shift_bool(b, lat.skip, -2), _shift(b, e, -2), neg))
+        new = _lse(b, e, _shift(b, e, -1), b.select(_shift(b, lat.skip, -2, False), _shift(b, e, -2), neg))
         at_end = b.compare(b.broadcast_in_dim(t, (n,), ()), b.sub(steps, 1), "GE")
         new = b.select(b.broadcast_in_dim(at_end, (n, s), (0,)), finish, b.select(lat.valid, new, neg))
         return [new, put_step(b, gammas, t, b.add(step(b, alphas, t), new))]
@@ -189,13 +187,6 @@ def _reduce_lse(b, v):
     safe = b.select(b.compare(m, NEG, "EQ"), b.full_like(m, 0.0), m)
     total = b.reduce(b.exp(b.sub(v, b.broadcast_in_dim(safe, v.shape, (0,)))), [1], "add")
     return b.add(safe, b.log(total))
-
-
-def _shift_bool(b, x, k: int):
-    """A bool (N, S) mask shifted like ``_shift`` (False shifted in)."""
-    n, s = x.shape
-    y = b.pad(x, False, (0, 0), (0, -k))
-    return b.slice(y, (0, -k), (n, s - k))
 
 
 @lowers(CTCLoss)
