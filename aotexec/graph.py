@@ -56,7 +56,8 @@ class Node:
         """MXNet's output naming: a variable is its name, op outputs are ``<node>_<output>``."""
         if self.op is None:
             return self.name
-        return f"{self.name}_{self.output_names()[index]}"
+        out = self.output_names()[index]
+        return f"{self.name}_{out}" if self.name else out
 
     def format(self) -> str:
         """One line per node (torch.fx style), used in error messages."""

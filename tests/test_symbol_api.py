@@ -110,6 +110,34 @@ def test_composition_deepcopy_pickle():
     assert again.tojson() == net.tojson()
 
 
+def test_gen_atomic_symbol_is_the_uncomposed_head_op():
+    """Expected names and attributes from MXNet 1.9.1 (test_symbol.py's
+    test_gen_atomic_symbol_multiple_outputs, run against mxnet 1.9.1 for the values)."""
+    rnn = S.RNN(S.var("data"), S.var("param"), S.var("h0"), S.var("h1"), state_size=10, num_layers=2,
+                bidirectional=True, state_outputs=True, mode="lstm")
+    assert rnn.name == "rnn0"
+    atomic = rnn._gen_atomic_symbol()
+    assert atomic.list_arguments() == [] and atomic.name == ""
+    assert atomic.list_outputs() == ["output", "state_output", "statecell_output"]
+    assert atomic.list_attr() == {"state_size": "10", "num_layers": "2", "bidirectional": "True",
+                                  "state_outputs": "True", "mode": "lstm"}
+    fc = S.FullyConnected(S.var("x"), num_hidden=3, name="fc")._gen_atomic_symbol()
+    named = fc(S.var("y"), name="fc2")
+    assert named.list_arguments() == ["y", "fc2_weight", "fc2_bias"] and named.list_outputs() == ["fc2_output"]
+    unnamed = fc(data=S.var("z"))
+    assert unnamed.list_arguments() == ["z", "weight", "bias"] and unnamed.list_outputs() == ["output"]
+    ex = unnamed.simple_bind(ax.cpu(), z=(2, 4))
+    ex.arg_dict["z"][:] = 1.0
+    ex.arg_dict["weight"][:] = 0.5
+    ex.arg_dict["bias"][:] = 0.25
+    np.testing.assert_allclose(ex.forward()[0].asnumpy(), np.full((2, 3), 2.25, np.float32))
+    with pytest.raises(ax.AotexecError, match="only works for nongrouped symbol"):
+        S.Group([rnn[0], rnn[1] + 1])._gen_atomic_symbol()
+    # the first output's attributes, as nnvm's shallow ListAttrs
+    assert S.Group([S.var("a", attr={"x": "1"}), S.var("b")]).list_attr() == {"x": "1"}
+    assert S.Group([S.var("b"), S.var("a", attr={"x": "1"})]).list_attr() == {}
+
+
 def test_variable_attributes_and_attr_scope():
     v = S.Variable("w", shape=(2, 3), dtype="float16", lr_mult=2.0, init='["zero", {}]', __foo__="bar")
     assert v.attr("__shape__") == "(2, 3)" and v.attr("lr_mult") == "2.0" and v.attr("__foo__") == "bar"

@@ -87,8 +87,9 @@ def _param_string(v: Any) -> str:
     return to_attr_string(v)
 
 
-def create(op: OpDef, hint: str, args: tuple, kwargs: dict) -> Symbol:
-    """Build an op node the way MXNet's ``_symbol_creator`` + ``Compose`` do."""
+def create(op: OpDef, hint: str, args: tuple, kwargs: dict, *, unnamed: bool = False) -> Symbol:
+    """Build an op node the way MXNet's ``_symbol_creator`` + ``Compose`` do (``unnamed``: an
+    atomic symbol composed without a name keeps its empty name, its new inputs named ``weight``...)."""
     name = kwargs.pop("name", None)
     attr = kwargs.pop("attr", None)
     kwargs.pop("out", None)
@@ -113,7 +114,7 @@ def create(op: OpDef, hint: str, args: tuple, kwargs: dict) -> Symbol:
             params.setdefault(f, _param_string(v))
     if op.variadic and op.variadic not in params:
         params[op.variadic] = str(len(sym_args))
-    name = NameManager.current().get(name, hint)
+    name = "" if unnamed and not name else NameManager.current().get(name, hint)
     attrs = {attr_key(k): v for k, v in AttrScope.current().get(attr).items()}
     attrs.update(params)
     p = parse_params(op.params, {k: v for k, v in attrs.items()}, op.name, name)
@@ -139,7 +140,7 @@ def create(op: OpDef, hint: str, args: tuple, kwargs: dict) -> Symbol:
             vattrs = dict(attrs)
             if iname in op.aux_init:   # MXNet's FSetInputVarAttrOnCompose (BatchNorm aux, prelu gamma)
                 vattrs["__init__"] = op.aux_init[iname]
-            node.inputs.append(Entry(Node(None, f"{name}_{iname}", vattrs)))
+            node.inputs.append(Entry(Node(None, f"{name}_{iname}" if name else iname, vattrs)))
     return Symbol([Entry(node, i) for i in range(node.num_visible_outputs)])
 
 

@@ -42,9 +42,9 @@ class Symbol:
 
     @property
     def name(self) -> str | None:
-        if len(self._outputs) != 1:
-            return None
-        return self._outputs[0].node.name
+        """The head node's name; None for a group of several nodes (nnvm's GetName)."""
+        node = self._outputs[0].node
+        return node.name if all(e.node is node for e in self._outputs) else None
 
     @property
     def handle(self) -> "Symbol":
@@ -104,9 +104,7 @@ class Symbol:
         if recursive:
             raise DeprecationWarning("Symbol.list_attr with recursive=True has been deprecated. "
                                      "Please use attr_dict instead.")
-        if len(self._outputs) != 1:
-            return {}
-        return dict(self._outputs[0].node.attrs)
+        return dict(self._outputs[0].node.attrs)     # the first output's node, as nnvm's kShallow
 
     def attr_dict(self) -> dict[str, dict[str, str]]:
         return {n.name: dict(n.attrs) for n in self._graph.nodes if n.attrs}
@@ -226,7 +224,29 @@ class Symbol:
         s._compose(*args, **kwargs)
         return s
 
+    def _gen_atomic_symbol(self) -> "Symbol":
+        """The head operator uncomposed: same op and attributes, no inputs and no name (nnvm's
+        functor; MXGenAtomicSymbolFromSymbol). Calling it with inputs applies the op to them."""
+        node = self._outputs[0].node
+        if any(e.node is not node for e in self._outputs):
+            raise AotexecError("Generating atomic symbol from other symbol only works for nongrouped symbol.")
+        if node.is_variable:
+            raise AotexecError(f"Cannot generate an atomic symbol from variable '{node.name}': it has no operator")
+        functor = Node(node.op, "", dict(node.attrs), [], node.params)
+        return Symbol([Entry(functor, i) for i in range(functor.num_visible_outputs)])
+
+    def _functor(self) -> Node | None:
+        node = self._outputs[0].node
+        return node if node.op is not None and not node.inputs and node.name == "" else None
+
     def _compose(self, *args: "Symbol", name: str | None = None, **kwargs: "Symbol") -> None:
+        functor = self._functor()
+        if functor is not None:     # an atomic symbol: the op applied, missing inputs named as MXNet names them
+            from . import create
+            self._outputs = create(functor.op, functor.op.name.lower(), args,
+                                   {**functor.attrs, **kwargs, "name": name}, unnamed=True)._outputs
+            self._indexed = None
+            return
         g = self._graph
         variables = {n.name: n for n in g.variables()}
         replace: dict[int, Entry] = {}
