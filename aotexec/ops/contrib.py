@@ -81,13 +81,17 @@ BilinearResize2D = define("_contrib_BilinearResize2D", params=BilinearResizePara
 
 def _bilinear_matrix(b, n_out: int, n_in: int, align: bool, dtype):
     """Row o holds the weights of output o's two source positions (area_pixel_compute_*):
-    src = o * (in-1)/(out-1) (align_corners) or max((o + 0.5) in/out - 0.5, 0)."""
-    scale = ((n_in - 1) / (n_out - 1) if align else n_in / n_out) if n_out > 1 else 0.0
-    row, col = _grid(b, n_out, n_in)
-    o = b.convert(row, dtype)
-    src = b.mul(o, scale) if align else b.max(b.sub(b.mul(b.add(o, 0.5), scale), 0.5), 0.0)
-    lo = b.convert(src, "int32")                       # src >= 0: truncation is floor
-    lam = b.sub(src, b.convert(lo, dtype))
+    src = o * (in-1)/(out-1) (align_corners) or max((o + 0.5) in/out - 0.5, 0), as an exact
+    fraction of integers (a float32 product fused into the floor's subtraction gave outputs on
+    input grid points a weight of ~2e-7 on their neighbour)."""
+    itype = "int32" if 2 * n_out * n_in < 2 ** 31 else "int64"
+    row, col = b.iota((n_out, n_in), 0, itype), b.iota((n_out, n_in), 1, itype)
+    if align:
+        num, den = b.mul(row, n_in - 1 if n_out > 1 else 0), max(n_out - 1, 1)
+    else:
+        num, den = b.max(b.add(b.mul(row, 2 * n_in), n_in - n_out), 0), 2 * n_out
+    lo = b.div(num, den)                               # num >= 0: truncation is floor
+    lam = b.div(b.convert(b.sub(num, b.mul(lo, den)), dtype), float(den))
     hi = b.min(b.add(lo, 1), n_in - 1)
     return b.add(_where(b, b.compare(col, lo, "EQ"), b.sub(1.0, lam), dtype),
                  _where(b, b.compare(col, hi, "EQ"), lam, dtype))
