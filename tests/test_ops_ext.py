@@ -30,7 +30,7 @@ DATA = Path(__file__).parent / "data" / "ops_ext"
 CASES = json.loads((DATA / "cases.json").read_text())
 # lavapipe runs a few (every case passed there once; these cover the sorts, gathers, scatters and
 # contractions, where IREE's Vulkan path needed workarounds)
-VULKAN_CASES = ("norms", "ordering", "sampler", "contrib")
+VULKAN_CASES = ("norms", "ordering", "sampler", "contrib", "linalg")
 
 
 def _case(name: str):
@@ -388,3 +388,19 @@ def test_im2col_1d_3d(kernel, stride, pad, shape):
     back = S.col2im(V("y"), output_size=shape[2:], kernel=kernel, stride=stride, pad=pad)
     xy = back.bind(ax.cpu(), {"y": ax.nd.array(y)}).forward()[0].asnumpy()
     np.testing.assert_allclose(np.sum(want * y), np.sum(x * xy), rtol=1e-4)
+
+
+def test_linalg_shape_errors_and_names():
+    """MXNet 1.9.1's la_op.h checks and its mx.sym.linalg naming (gemm20, linalg_gemm20)."""
+    a, b = V("a"), V("b")
+    with pytest.raises(AotexecError, match="Incompatible matrix dimensions for multiplication"):
+        S.linalg.gemm2(a, b).infer_shape(a=(2, 3), b=(4, 5))
+    with pytest.raises(AotexecError, match="Invalid row axis"):
+        S.linalg.gemm2(a, b, axis=-1).infer_shape(a=(2, 3), b=(3, 5))
+    with pytest.raises(AotexecError, match="invalid dimension for the last axis"):
+        S.linalg.maketrian(a).infer_shape(a=(2, 5))
+    with pytest.raises(AotexecError, match="square matrices"):
+        S.linalg.extractdiag(a).infer_shape(a=(2, 3))
+    with ax.name.NameManager():
+        assert S.linalg.gemm2(a, b).name == "gemm20" and S.linalg_gemm2(a, b).name == "linalg_gemm20"
+    assert S.linalg.gemm(a, b, V("c")).infer_shape(a=(2, 3), b=(3, 4))[0] == [(2, 3), (3, 4), (2, 4)]

@@ -251,10 +251,52 @@ def im2col(mx, np, rng):
     return outs, {"ic_a": (2, 3, 7, 6), "ic_b": (2, 18, 16)}, None
 
 
+def linalg(mx, np, rng):
+    """mx.sym.linalg ops without factorizations (issue #21): gemm / gemm2 with transposes, a row
+    axis other than -2 and batches; syrk, trmm in its four sides / transposes, sumlogdiag, and
+    diagonals / triangles at offsets of both signs (CopyTrian's vector order)."""
+    L, V = mx.sym.linalg, mx.sym.var
+    outs = [L.gemm(V("ge_a"), V("ge_b"), V("ge_c"), alpha=2.0, beta=0.5, name="ge"),
+            L.gemm(V("get_a"), V("get_b"), V("get_c"), transpose_a=True, transpose_b=True, alpha=-1.5, name="get"),
+            L.gemm2(V("g2_a"), V("g2_b"), transpose_b=True, axis=0, alpha=0.75, name="g2"),
+            L.gemm2(V("g2t_a"), V("g2t_b"), transpose_a=True, axis=-3, name="g2t"),
+            L.syrk(V("sy_a"), alpha=0.5, name="sy"),
+            L.syrk(V("syt_a"), transpose=True, name="syt"),
+            L.trmm(V("tr_a"), V("tr_b"), alpha=2.0, name="tr"),
+            L.trmm(V("trt_a"), V("trt_b"), transpose=True, lower=False, name="trt"),
+            L.trmm(V("trr_a"), V("trr_b"), rightside=True, name="trr"),
+            L.trmm(V("trrt_a"), V("trrt_b"), rightside=True, transpose=True, lower=False, alpha=-0.5, name="trrt"),
+            L.sumlogdiag(V("sld_a"), name="sld"),
+            L.sumlogdiag(V("sld2_a"), name="sld2"),
+            L.extractdiag(V("ed_a"), name="ed"),
+            L.extractdiag(V("edp_a"), offset=2, name="edp"),
+            L.makediag(V("md_a"), offset=-1, name="md"),
+            L.extracttrian(V("et_a"), name="et"),
+            L.extracttrian(V("etu_a"), lower=False, name="etu"),
+            L.extracttrian(V("etn_a"), offset=-1, name="etn"),
+            L.extracttrian(V("etp_a"), offset=2, name="etp"),
+            L.maketrian(V("mt_a"), name="mt"),
+            L.maketrian(V("mtu_a"), offset=1, lower=False, name="mtu"),
+            L.maketrian(V("mtn_a"), offset=-2, name="mtn")]
+    shapes = {"ge_a": (2, 3, 4), "ge_b": (2, 4, 5), "ge_c": (2, 3, 5), "get_a": (4, 3), "get_b": (5, 4),
+              "get_c": (3, 5), "g2_a": (3, 2, 4), "g2_b": (5, 2, 4), "g2t_a": (4, 2, 3, 2), "g2t_b": (4, 2, 3, 5),
+              "sy_a": (2, 3, 4), "syt_a": (3, 4), "tr_a": (2, 3, 3), "tr_b": (2, 3, 4), "trt_a": (3, 3),
+              "trt_b": (3, 2), "trr_a": (4, 4), "trr_b": (3, 4), "trrt_a": (2, 4, 4), "trrt_b": (2, 3, 4),
+              "sld2_a": (2, 3, 3), "ed_a": (2, 4, 4), "edp_a": (4, 4), "md_a": (2, 3), "et_a": (2, 3, 3),
+              "etu_a": (4, 4), "etn_a": (4, 4), "etp_a": (2, 5, 5), "mt_a": (2, 6), "mtu_a": (10,),
+              "mtn_a": (2, 3)}
+    fixed = {k: rng.uniform(-1.0, 1.0, v).astype(np.float32) for k, v in shapes.items()}
+    fixed["sld_a"] = (np.eye(3) * rng.uniform(0.5, 2.0, (3, 3)) + rng.uniform(-1, 1, (3, 3))).astype(np.float32)
+    fixed["sld_a"][np.diag_indices(3)] = rng.uniform(0.5, 2.0, 3)
+    for i in range(2):
+        fixed["sld2_a"][i][np.diag_indices(3)] = rng.uniform(0.5, 2.0, 3)
+    return outs, {k: v.shape for k, v in fixed.items()}, fixed
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
          "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
          "stn": stn, "roi": roi, "correlation": correlation, "ctc": ctc,
-         "im2col": im2col}
+         "im2col": im2col, "linalg": linalg}
 FORWARD_ONLY = {"forward", "ravel", "histogram"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2",
            "ctc_la", "ctc_lb", "ctc_db", "ctc_lc", "ctc_lenc"}

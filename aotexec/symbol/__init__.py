@@ -18,7 +18,7 @@ from ..ops import CONSTRUCTORS, OpDef
 from ..ops.params import parse_params, to_attr_string
 from ..passes.infer import DTYPE_TO_CODE
 from .json_format import json_to_heads
-from .symbol import CONSTRUCTORS as _REGISTERED, Symbol
+from .symbol import CONSTRUCTORS as _REGISTERED, CREATE as _CREATE, Symbol
 
 
 def Variable(name: str, attr: dict | None = None, shape=None, lr_mult=None, wd_mult=None, dtype=None,
@@ -236,6 +236,9 @@ def split_v2(ary: Symbol, indices_or_sections, axis: int = 0, squeeze_axis: bool
 # mx.sym.contrib: the _contrib_ ops without the prefix (contrib.BilinearResize2D)
 contrib = types.SimpleNamespace(**{k[len("_contrib_"):]: v for k, v in list(globals().items())
                                    if k.startswith("_contrib_")})
+# mx.sym.linalg: the _linalg_ ops without the prefix (linalg.gemm2)
+linalg = types.SimpleNamespace(**{k[len("_linalg_"):]: v for k, v in list(globals().items())
+                                  if k.startswith("_linalg_")})
 
 
 def _random_helper(attr_op: str, array_op: str, a, b, shape, dtype, kwargs, names=("low", "high")):
@@ -272,5 +275,6 @@ class _Operators:
 
 _internal = op = _Operators()
 
+_CREATE.append(create)
 _REGISTERED.update((k, v) for k, v in list(globals().items()) if callable(v) and not isinstance(v, type)
                    and not k.startswith("_") or k in CONSTRUCTORS)

@@ -22,6 +22,8 @@ from ..util import shape_from_user, shape_to_user
 # ax.sym's functions by name (op constructors and wrappers), registered by the package
 # (aotexec/symbol/__init__.py): Symbol's operators and fluent methods call them from here
 CONSTRUCTORS: dict[str, Callable[..., "Symbol"]] = {}
+# the package's op-node builder (aotexec.symbol.create), for composing atomic symbols
+CREATE: list[Callable[..., "Symbol"]] = []
 
 
 class Symbol:
@@ -242,8 +244,7 @@ class Symbol:
     def _compose(self, *args: "Symbol", name: str | None = None, **kwargs: "Symbol") -> None:
         functor = self._functor()
         if functor is not None:     # an atomic symbol: the op applied, missing inputs named as MXNet names them
-            from . import create
-            self._outputs = create(functor.op, functor.op.name.lower(), args,
+            self._outputs = CREATE[0](functor.op, functor.op.name.lower(), args,
                                    {**functor.attrs, **kwargs, "name": name}, unnamed=True)._outputs
             self._indexed = None
             return

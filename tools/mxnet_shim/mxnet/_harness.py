@@ -94,16 +94,18 @@ class UnsupportedModule:
 
 
 class ContribModule(UnsupportedModule):
-    """mx.sym.contrib / mx.nd.contrib: aotexec's ``_contrib_*`` operators by their short name
-    (through ``wrap``: a symbol constructor, or an imperative run), the rest unsupported."""
+    """mx.sym.contrib / mx.nd.contrib (mx.*.linalg: ``prefix`` "_linalg_"): aotexec's
+    ``_contrib_*`` operators by their short name (through ``wrap``: a symbol constructor, or an
+    imperative run), the rest unsupported."""
 
-    def __init__(self, name: str, wrap):
+    def __init__(self, name: str, wrap, prefix: str = "_contrib_"):
         super().__init__(name)
         self._wrap = wrap
+        self._prefix = prefix
 
     def __getattr__(self, attr: str):
-        if not attr.startswith("__") and hasattr(ax.sym, f"_contrib_{attr}"):
-            return self._wrap(f"_contrib_{attr}")
+        if not attr.startswith("__") and hasattr(ax.sym, f"{self._prefix}{attr}"):
+            return self._wrap(f"{self._prefix}{attr}")
         return super().__getattr__(attr)
 
 
