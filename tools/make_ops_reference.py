@@ -293,10 +293,38 @@ def linalg(mx, np, rng):
     return outs, {k: v.shape for k, v in fixed.items()}, fixed
 
 
+def linalg_solve(mx, np, rng):
+    """trsm (four sides / transposes, alpha), potrf and potri (lower and upper) of issue #21 on
+    well-conditioned inputs: symmetric positive definite matrices for potrf, factors and
+    triangles with diagonals in [1, 2] for potri and trsm."""
+    L, V = mx.sym.linalg, mx.sym.var
+    outs = [L.trsm(V("ts_a"), V("ts_b"), alpha=2.0, name="ts"),
+            L.trsm(V("tst_a"), V("tst_b"), transpose=True, lower=False, name="tst"),
+            L.trsm(V("tsr_a"), V("tsr_b"), rightside=True, alpha=-0.5, name="tsr"),
+            L.trsm(V("tsrt_a"), V("tsrt_b"), rightside=True, transpose=True, lower=False, name="tsrt"),
+            L.potrf(V("pf_a"), name="pf"),
+            L.potrf(V("pfu_a"), lower=False, name="pfu"),
+            L.potri(V("pi_a"), name="pi"),
+            L.potri(V("piu_a"), lower=False, name="piu")]
+    shapes = {"ts_a": (2, 3, 3), "ts_b": (2, 3, 4), "tst_a": (4, 4), "tst_b": (4, 2), "tsr_a": (2, 4, 4),
+              "tsr_b": (2, 3, 4), "tsrt_a": (3, 3), "tsrt_b": (2, 3), "pf_a": (2, 4, 4), "pfu_a": (3, 3),
+              "pi_a": (2, 3, 3), "piu_a": (4, 4)}
+    fixed = {k: rng.uniform(-0.5, 0.5, v) for k, v in shapes.items()}
+    for k in ("ts_a", "tst_a", "tsr_a", "tsrt_a", "pi_a", "piu_a"):
+        n = shapes[k][-1]
+        fixed[k][..., np.arange(n), np.arange(n)] = rng.uniform(1.0, 2.0, shapes[k][:-1])
+    for k in ("pf_a", "pfu_a"):
+        m = fixed[k]
+        fixed[k] = m @ np.swapaxes(m, -1, -2) + np.eye(shapes[k][-1])
+    fixed = {k: v.astype(np.float32) for k, v in fixed.items()}
+    return outs, shapes, fixed
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
          "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
          "stn": stn, "roi": roi, "correlation": correlation, "ctc": ctc,
-         "im2col": im2col, "linalg": linalg}
+         "im2col": im2col, "linalg": linalg,
+         "linalg_solve": linalg_solve}
 FORWARD_ONLY = {"forward", "ravel", "histogram"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2",
            "ctc_la", "ctc_lb", "ctc_db", "ctc_lc", "ctc_lenc"}

@@ -19,13 +19,13 @@ def _linalg(name: str, **kw):
     return define(f"_linalg_{name}", f"linalg_{name}", hint=name, infer_type=same_dtype, **kw)
 
 
-def _swap_last(b, x):
+def swap_last(b, x):
     perm = list(range(x.ndim))
     perm[-2:] = perm[-1], perm[-2]
     return b.transpose(x, perm)
 
 
-def _matmul(b, x, y, tx: bool = False, ty: bool = False):
+def matmul(b, x, y, tx: bool = False, ty: bool = False):
     """op(x) @ op(y) over the last two axes, the others batch axes."""
     n = x.ndim
     batch = list(range(n - 2))
@@ -93,21 +93,21 @@ gemm2 = _linalg("gemm2", params=Gemm2Param, inputs=["A", "B"], infer_shape=_gemm
 def _gemm_lower(ctx, p: GemmParam, a, c, d):
     b = ctx.b
     (a, c, d), back = _canonical(b, p, [a, c, d])
-    return back(b.add(b.mul(_matmul(b, a, c, p.transpose_a, p.transpose_b), p.alpha), b.mul(d, p.beta)))
+    return back(b.add(b.mul(matmul(b, a, c, p.transpose_a, p.transpose_b), p.alpha), b.mul(d, p.beta)))
 
 
 @lowers(gemm2)
 def _gemm2_lower(ctx, p: Gemm2Param, a, c):
     b = ctx.b
     (a, c), back = _canonical(b, p, [a, c])
-    return back(b.mul(_matmul(b, a, c, p.transpose_a, p.transpose_b), p.alpha))
+    return back(b.mul(matmul(b, a, c, p.transpose_a, p.transpose_b), p.alpha))
 
 
 def _gemm_input_grads(b, p, g, a, c):
     """gemm_backward's dA, dB (canonical layout)."""
     ta, tb = p.transpose_a, p.transpose_b
-    da = _matmul(b, c, g, tb, True) if ta else _matmul(b, g, c, False, not tb)
-    dc = _matmul(b, g, a, True, ta) if tb else _matmul(b, a, g, not ta, False)
+    da = matmul(b, c, g, tb, True) if ta else matmul(b, g, c, False, not tb)
+    dc = matmul(b, g, a, True, ta) if tb else matmul(b, a, g, not ta, False)
     return b.mul(da, p.alpha), b.mul(dc, p.alpha)
 
 
@@ -146,14 +146,14 @@ syrk = _linalg("syrk", params=SyrkParam, inputs=["A"], infer_shape=_syrk_shape)
 
 @lowers(syrk)
 def _syrk_lower(ctx, p: SyrkParam, a):
-    return ctx.b.mul(_matmul(ctx.b, a, a, p.transpose, not p.transpose), p.alpha)
+    return ctx.b.mul(matmul(ctx.b, a, a, p.transpose, not p.transpose), p.alpha)
 
 
 @differentiable(syrk, ("ograd0", "in0"))
 def _syrk_grad(ctx, p: SyrkParam, g, a):
     b = ctx.b
-    sym = b.add(g, _swap_last(b, g))
-    return [b.mul(_matmul(b, a, sym) if p.transpose else _matmul(b, sym, a), p.alpha)]
+    sym = b.add(g, swap_last(b, g))
+    return [b.mul(matmul(b, a, sym) if p.transpose else matmul(b, sym, a), p.alpha)]
 
 
 # --- trmm: alpha op(tri(A)) B (rightside: alpha B op(tri(A))) --------------------------------
@@ -165,7 +165,7 @@ class TrmmParam:
     alpha: float = 1.0
 
 
-def _trmm_shape(p: TrmmParam, ins, outs):
+def triangular_pair_shape(p: TrmmParam, ins, outs):
     a, c = ins
     if not (known(a) and known(c)) or len(a) < 2 or len(a) != len(c):
         return ins, outs
@@ -178,10 +178,10 @@ def _trmm_shape(p: TrmmParam, ins, outs):
     return ins, [tuple(c)]
 
 
-trmm = _linalg("trmm", params=TrmmParam, inputs=["A", "B"], infer_shape=_trmm_shape)
+trmm = _linalg("trmm", params=TrmmParam, inputs=["A", "B"], infer_shape=triangular_pair_shape)
 
 
-def _triangle(b, a, lower: bool, offset: int = 0):
+def triangle(b, a, lower: bool, offset: int = 0):
     """``a`` with the entries off its lower (upper) triangle zeroed (ZeroTriangular)."""
     n = a.shape[-1]
     rows, cols = b.iota((n, n), 0), b.iota((n, n), 1)
@@ -190,24 +190,31 @@ def _triangle(b, a, lower: bool, offset: int = 0):
     return b.select(keep, a, b.full_like(a, 0.0))
 
 
-def _trmm(b, p: TrmmParam, t, c, transpose: bool):
-    return b.mul(_matmul(b, c, t, False, transpose) if p.rightside else _matmul(b, t, c, transpose, False), p.alpha)
+def triangular_product(b, a, c, alpha: float, rightside: bool, lower: bool, transpose: bool):
+    """linalg_batch_trmm: alpha op(tri(a)) c (rightside: alpha c op(tri(a)))."""
+    t = triangle(b, a, lower)
+    y = matmul(b, c, t, False, transpose) if rightside else matmul(b, t, c, transpose, False)
+    return b.mul(y, alpha) if alpha != 1.0 else y
+
+
+def gemm_product(b, x, y, alpha: float, tx: bool, ty: bool):
+    """la_op's gemm::op with beta 0: alpha op(x) op(y)."""
+    return b.mul(matmul(b, x, y, tx, ty), alpha)
 
 
 @lowers(trmm)
 def _trmm_lower(ctx, p: TrmmParam, a, c):
-    return _trmm(ctx.b, p, _triangle(ctx.b, a, p.lower), c, p.transpose)
+    return triangular_product(ctx.b, a, c, p.alpha, p.rightside, p.lower, p.transpose)
 
 
 @differentiable(trmm, ("ograd0", "in0", "in1"))
 def _trmm_grad(ctx, p: TrmmParam, g, a, c):
     b = ctx.b
     if p.rightside == p.transpose:
-        da = _matmul(b, g, c, p.transpose, not p.transpose)
+        da = gemm_product(b, g, c, p.alpha, p.transpose, not p.transpose)
     else:
-        da = _matmul(b, c, g, not p.transpose, p.transpose)
-    da = _triangle(b, b.mul(da, p.alpha), p.lower)
-    return [da, _trmm(b, p, _triangle(b, a, p.lower), g, not p.transpose)]
+        da = gemm_product(b, c, g, p.alpha, not p.transpose, p.transpose)
+    return [triangle(b, da, p.lower), triangular_product(b, a, g, p.alpha, p.rightside, p.lower, not p.transpose)]
 
 
 # --- sumlogdiag: sum of the logs of the diagonal ---------------------------------------------

@@ -1,0 +1,163 @@
+"""MXNet 1.9.1's triangular-solve and Cholesky operators (src/operator/tensor/la_op.h,
+la_op-inl.h): trsm, potrf, potri, with la_op-inl.h's backward formulas.
+
+IREE 3.13 has no ``stablehlo.cholesky`` / ``triangular_solve`` lowering, so both are one
+``stablehlo.while`` over the matrix size (a row of forward substitution, a column of the
+Cholesky factor per step): the module does not grow with the matrices, and every step works on
+the whole batch of matrices at once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .linalg import TrmmParam, gemm_product, matmul, swap_last, triangle, triangular_pair_shape, triangular_product
+from .loop import dynamic_slice, dynamic_update_slice, while_loop
+from .registry import define, differentiable, lowers
+from .rules import known, same_dtype
+
+
+def _lead(x) -> list[int]:
+    return [0] * (x.ndim - 2)
+
+
+def _solve_lower(b, t, rhs):
+    """X with t X = rhs for lower-triangular t (..., n, n) and rhs (..., n, m): forward
+    substitution, one row per step (rows not yet solved are zero, so a whole-row product
+    with X sums the solved ones only)."""
+    n, m = t.shape[-1], rhs.shape[-1]
+    batch = tuple(t.shape[:-2])
+
+    def body(i, state):
+        (x,) = state
+        row = dynamic_slice(b, t, _lead(t) + [i, 0], batch + (1, n))
+        diag = dynamic_slice(b, t, _lead(t) + [i, i], batch + (1, 1))
+        r = dynamic_slice(b, rhs, _lead(rhs) + [i, 0], batch + (1, m))
+        xi = b.div(b.sub(r, matmul(b, row, x)), b.broadcast_in_dim(diag, batch + (1, m), list(range(t.ndim))))
+        return [dynamic_update_slice(b, x, xi, _lead(x) + [i, 0])]
+
+    return while_loop(b, n, [b.full_like(rhs, 0.0)], body)[0]
+
+
+def _solve(b, t, rhs, lower: bool):
+    """X with t X = rhs, t triangular (lower or upper: the reversed system is lower)."""
+    if lower:
+        return _solve_lower(b, t, rhs)
+    nd = t.ndim
+    flip = lambda v, dims: b.reverse(v, dims)  # noqa: E731
+    return flip(_solve_lower(b, flip(t, [nd - 2, nd - 1]), flip(rhs, [nd - 2])), [nd - 2])
+
+
+def triangular_solve(b, a, rhs, alpha: float, rightside: bool, lower: bool, transpose: bool):
+    """linalg_batch_trsm: X with op(tri(a)) X = alpha rhs (rightside: X op(tri(a)) = alpha rhs)."""
+    t = triangle(b, a, lower)
+    if transpose:
+        t, lower = swap_last(b, t), not lower
+    if rightside:               # X t = rhs  <=>  t^T X^T = rhs^T
+        x = swap_last(b, _solve(b, swap_last(b, t), swap_last(b, rhs), not lower))
+    else:
+        x = _solve(b, t, rhs, lower)
+    return b.mul(x, alpha) if alpha != 1.0 else x
+
+
+def _mirror_triangle(b, m, from_lower: bool):
+    """CopyTriangularToOppositeSide: the symmetric matrix keeping ``m``'s lower (upper) triangle."""
+    kept = triangle(b, m, from_lower)
+    return b.add(kept, swap_last(b, triangle(b, m, from_lower, -1 if from_lower else 1)))
+
+
+# --- trsm ------------------------------------------------------------------------------------
+trsm = define("_linalg_trsm", "linalg_trsm", hint="trsm", params=TrmmParam, inputs=["A", "B"],
+              infer_shape=triangular_pair_shape, infer_type=same_dtype)
+
+
+@lowers(trsm)
+def _trsm_lower(ctx, p: TrmmParam, a, c):
+    return triangular_solve(ctx.b, a, c, p.alpha, p.rightside, p.lower, p.transpose)
+
+
+@differentiable(trsm, ("ograd0", "in0", "out0"))
+def _trsm_grad(ctx, p: TrmmParam, g, a, x):
+    b = ctx.b
+    db = triangular_solve(b, a, g, p.alpha, p.rightside, p.lower, not p.transpose)
+    scale = -1.0 / p.alpha
+    if p.rightside == p.transpose:
+        da = gemm_product(b, db, x, scale, p.transpose, not p.transpose)
+    else:
+        da = gemm_product(b, x, db, scale, not p.transpose, p.transpose)
+    return [triangle(b, da, p.lower), db]
+
+
+# --- potrf (Cholesky factor) and potri (inverse from it) -------------------------------------
+@dataclass(frozen=True)
+class CholeskyParam:
+    lower: bool = True
+
+
+def _square_shape(p, ins, outs):
+    a = ins[0]
+    if not known(a) or len(a) < 2:
+        return ins, outs
+    if a[-2] != a[-1]:
+        raise ValueError("Input A's last two dimension must be equal")
+    return ins, [tuple(a)]
+
+
+potrf = define("_linalg_potrf", "linalg_potrf", hint="potrf", params=CholeskyParam, inputs=["A"],
+               infer_shape=_square_shape, infer_type=same_dtype)
+potri = define("_linalg_potri", "linalg_potri", hint="potri", params=CholeskyParam, inputs=["A"],
+               infer_shape=_square_shape, infer_type=same_dtype)
+
+
+def cholesky_lower(b, a):
+    """L (lower) with a = L L^T, from a's lower triangle: one column per step,
+    column j = (a[:, j] - L L[j, :]^T) / sqrt(its j-th entry) on rows >= j."""
+    n = a.shape[-1]
+    batch = tuple(a.shape[:-2])
+    rows = b.broadcast_in_dim(b.iota((n, 1), 0), batch + (n, 1), [a.ndim - 2, a.ndim - 1])
+
+    def body(j, state):
+        (low,) = state
+        lj = dynamic_slice(b, low, _lead(low) + [j, 0], batch + (1, n))
+        v = b.sub(dynamic_slice(b, a, _lead(a) + [0, j], batch + (n, 1)), matmul(b, low, lj, False, True))
+        d = b.sqrt(dynamic_slice(b, v, _lead(v) + [j, 0], batch + (1, 1)))
+        col = b.div(v, b.broadcast_in_dim(d, batch + (n, 1), list(range(a.ndim))))
+        below = b.compare(rows, b.broadcast_in_dim(j, rows.shape, []), "GE")
+        return [dynamic_update_slice(b, low, b.select(below, col, b.full_like(col, 0.0)), _lead(low) + [0, j])]
+
+    return while_loop(b, n, [b.full_like(a, 0.0)], body)[0]
+
+
+@lowers(potrf)
+def _potrf_lower(ctx, p: CholeskyParam, a):
+    b = ctx.b
+    return cholesky_lower(b, a) if p.lower else swap_last(b, cholesky_lower(b, swap_last(b, a)))
+
+
+@differentiable(potrf, ("ograd0", "out0"))
+def _potrf_grad(ctx, p: CholeskyParam, g, f):
+    """dA = 0.5 F^-T copyLTU(F^T dF) F^-1 (lower F; the transposed forms for upper)."""
+    b = ctx.b
+    d = triangular_product(b, f, g, 1.0, not p.lower, p.lower, True)
+    d = _mirror_triangle(b, d, p.lower)
+    d = triangular_solve(b, f, d, 1.0, False, p.lower, p.lower)
+    return [triangular_solve(b, f, d, 0.5, True, p.lower, not p.lower)]
+
+
+@lowers(potri)
+def _potri_lower(ctx, p: CholeskyParam, f):
+    """(F F^T)^-1 from the lower factor F, (F^T F)^-1 from the upper one."""
+    b = ctx.b
+    n = f.shape[-1]
+    eye = b.broadcast_in_dim(b.convert(b.compare(b.iota((n, n), 0), b.iota((n, n), 1), "EQ"), f.dtype),
+                             f.shape, [f.ndim - 2, f.ndim - 1])
+    inv = triangular_solve(b, f, eye, 1.0, False, p.lower, False)
+    return matmul(b, inv, inv, True, False) if p.lower else matmul(b, inv, inv, False, True)
+
+
+@differentiable(potri, ("ograd0", "in0", "out0"))
+def _potri_grad(ctx, p: CholeskyParam, g, f, a):
+    """dF = -tril(A (dA + dA^T) F^-T) (lower; the transposed forms for upper)."""
+    b = ctx.b
+    gs = b.add(g, swap_last(b, g))
+    d = matmul(b, a, gs) if p.lower else matmul(b, gs, a)
+    return [triangle(b, triangular_solve(b, f, d, -1.0, p.lower, p.lower, True), p.lower)]
