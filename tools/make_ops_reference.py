@@ -320,11 +320,26 @@ def linalg_solve(mx, np, rng):
     return outs, shapes, fixed
 
 
+def linalg_lu(mx, np, rng):
+    """inverse, det, slogdet (issue #21) on matrices whose elimination needs row swaps (a zero
+    leading entry) and of both determinant signs."""
+    L, V = mx.sym.linalg, mx.sym.var
+    outs = [L.inverse(V("inv_a"), name="inv"), L.det(V("det_a"), name="det"), L.det(V("det2_a"), name="det2"),
+            L.slogdet(V("sld_a"), name="sld")]
+    fixed = {"inv_a": rng.uniform(-1, 1, (2, 3, 3)) + 2 * np.eye(3), "det_a": rng.uniform(-1, 1, (4, 4)),
+             "det2_a": rng.uniform(-1, 1, (2, 3, 3)), "sld_a": rng.uniform(-1, 1, (3, 4, 4))}
+    fixed["inv_a"][1, 0, 0] = 0.0
+    fixed["det_a"][0, 0] = 0.0
+    fixed["sld_a"][2] = fixed["sld_a"][2][[1, 0, 3, 2]]
+    fixed = {k: v.astype(np.float32) for k, v in fixed.items()}
+    return outs, {k: v.shape for k, v in fixed.items()}, fixed
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
          "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
          "stn": stn, "roi": roi, "correlation": correlation, "ctc": ctc,
          "im2col": im2col, "linalg": linalg,
-         "linalg_solve": linalg_solve}
+         "linalg_solve": linalg_solve, "linalg_lu": linalg_lu}
 FORWARD_ONLY = {"forward", "ravel", "histogram"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2",
            "ctc_la", "ctc_lb", "ctc_db", "ctc_lc", "ctc_lenc"}
