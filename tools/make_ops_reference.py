@@ -335,11 +335,21 @@ def linalg_lu(mx, np, rng):
     return outs, {k: v.shape for k, v in fixed.items()}, fixed
 
 
+def linalg_lq(mx, np, rng):
+    """gelqf (issue #21): LAPACK's Householder signs, a batch and a square matrix."""
+    L, V = mx.sym.linalg, mx.sym.var
+    outs = [L.gelqf(V("lq_a"), name="lq"), L.gelqf(V("lq2_a"), name="lq2")]
+    fixed = {"lq_a": rng.uniform(-1, 1, (2, 3, 5)), "lq2_a": rng.uniform(-1, 1, (4, 4)) + 2 * np.eye(4)}
+    fixed = {k: v.astype(np.float32) for k, v in fixed.items()}
+    return outs, {k: v.shape for k, v in fixed.items()}, fixed
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
          "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
          "stn": stn, "roi": roi, "correlation": correlation, "ctc": ctc,
          "im2col": im2col, "linalg": linalg,
-         "linalg_solve": linalg_solve, "linalg_lu": linalg_lu}
+         "linalg_solve": linalg_solve, "linalg_lu": linalg_lu,
+         "linalg_lq": linalg_lq}
 FORWARD_ONLY = {"forward", "ravel", "histogram"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2",
            "ctc_la", "ctc_lb", "ctc_db", "ctc_lc", "ctc_lenc"}

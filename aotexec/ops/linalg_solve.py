@@ -161,3 +161,68 @@ def _potri_grad(ctx, p: CholeskyParam, g, f, a):
     gs = b.add(g, swap_last(b, g))
     d = matmul(b, a, gs) if p.lower else matmul(b, gs, a)
     return [triangle(b, triangular_solve(b, f, d, -1.0, p.lower, p.lower, True), p.lower)]
+
+
+# --- gelqf: A = L Q (L lower triangular, Q with orthonormal rows) ----------------------------
+def _gelqf_shape(p, ins, outs):
+    a = ins[0]
+    if not known(a) or len(a) < 2:
+        return ins, outs
+    if a[-2] > a[-1]:
+        raise ValueError("Input A shape wrong: Last dimension must be >= than second to last")
+    return ins, [tuple(a), tuple(a[:-1]) + (a[-2],)]
+
+
+gelqf = define("_linalg_gelqf", "linalg_gelqf", hint="gelqf", inputs=["A"], outputs=["output0", "output1"],
+               infer_shape=_gelqf_shape, infer_type=same_dtype)
+
+
+def lq(b, a):
+    """(Q, L) by Householder reflections from the right, LAPACK gelqf's signs (dlarfg: L[i, i] =
+    -sign(alpha) |row i from column i|, no reflection where that row is already zero past i)."""
+    m, n = a.shape[-2], a.shape[-1]
+    batch = tuple(a.shape[:-2])
+    cols = b.broadcast_in_dim(b.iota((1, n), 1), batch + (1, n), [a.ndim - 2, a.ndim - 1])
+    eye = b.broadcast_in_dim(b.convert(b.compare(b.iota((n, n), 0), b.iota((n, n), 1), "EQ"), a.dtype),
+                             batch + (n, n), [a.ndim - 2, a.ndim - 1])
+    one = list(range(a.ndim))
+
+    def body(i, state):
+        r, acc = state
+        ib = b.broadcast_in_dim(i, cols.shape, [])
+        x = dynamic_slice(b, r, _lead(r) + [i, 0], batch + (1, n))
+        tail = b.select(b.compare(cols, ib, "GT"), x, b.full_like(x, 0.0))
+        alpha = dynamic_slice(b, x, _lead(x) + [0, i], batch + (1, 1))
+        xnorm2 = b.reduce(b.mul(tail, tail), [a.ndim - 1])                       # (..., 1)
+        xnorm2 = b.reshape(xnorm2, batch + (1, 1))
+        norm = b.sqrt(b.add(b.mul(alpha, alpha), xnorm2))
+        beta = b.select(b.compare(alpha, 0.0, "LT"), norm, b.mul(norm, -1.0))
+        live = b.compare(xnorm2, 0.0, "GT")
+        safe = b.select(live, b.sub(alpha, beta), b.full_like(alpha, 1.0))
+        tau = b.select(live, b.div(b.sub(beta, alpha), b.select(live, beta, b.full_like(beta, 1.0))),
+                       b.full_like(beta, 0.0))
+        wide = lambda v: b.broadcast_in_dim(v, batch + (1, n), one)  # noqa: E731
+        v = b.add(b.div(tail, wide(safe)), b.convert(b.compare(cols, ib, "EQ"), a.dtype))    # v[i] = 1
+        tv = b.mul(v, wide(tau))
+        r = b.sub(r, matmul(b, matmul(b, r, v, False, True), tv))             # R (I - tau v v^T)
+        acc = b.sub(acc, matmul(b, matmul(b, acc, v, False, True), tv))
+        return [r, acc]
+
+    r, acc = while_loop(b, m, [a, eye], body)
+    q = b.slice(swap_last(b, acc), [0] * a.ndim, batch + (m, n))
+    low = triangle(b, b.slice(r, [0] * a.ndim, batch + (m, m)), True)
+    return q, low
+
+
+@lowers(gelqf)
+def _gelqf_lower(ctx, p, a):
+    return list(lq(ctx.b, a))
+
+
+@differentiable(gelqf, ("ograd0", "ograd1", "out0", "out1"))
+def _gelqf_grad(ctx, p, dq, dl, q, low):
+    """dA = L^-T (dQ + copyLTU(M) Q), M = L^T dL - dQ Q^T."""
+    b = ctx.b
+    mm = b.sub(triangular_product(b, low, dl, 1.0, False, True, True), matmul(b, dq, q, False, True))
+    d = b.add(dq, matmul(b, _mirror_triangle(b, mm, True), q))
+    return [triangular_solve(b, low, d, 1.0, False, True, True)]
