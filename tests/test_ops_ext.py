@@ -30,7 +30,7 @@ DATA = Path(__file__).parent / "data" / "ops_ext"
 CASES = json.loads((DATA / "cases.json").read_text())
 # lavapipe runs a few (every case passed there once; these cover the sorts, gathers, scatters and
 # contractions, where IREE's Vulkan path needed workarounds)
-VULKAN_CASES = ("norms", "ordering", "sampler", "contrib", "linalg", "linalg_solve", "linalg_lu", "linalg_lq")
+VULKAN_CASES = ("norms", "ordering", "sampler", "contrib", "linalg", "linalg_solve", "linalg_lu", "linalg_lq", "linalg_eig")
 
 
 def _case(name: str):

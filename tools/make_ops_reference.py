@@ -344,12 +344,23 @@ def linalg_lq(mx, np, rng):
     return outs, {k: v.shape for k, v in fixed.items()}, fixed
 
 
+def linalg_eig(mx, np, rng):
+    """syevd (issue #21): a batch of symmetric matrices with well separated eigenvalues (the
+    gradient divides by their gaps) and a 1x1 one."""
+    L, V = mx.sym.linalg, mx.sym.var
+    outs = [L.syevd(V("ev_a"), name="ev"), L.syevd(V("ev1_a"), name="ev1")]
+    m = rng.uniform(-1, 1, (2, 5, 5))
+    fixed = {"ev_a": m + np.swapaxes(m, -1, -2) + np.diag(np.arange(5.0) * 1.5), "ev1_a": rng.uniform(-1, 1, (1, 1))}
+    fixed = {k: v.astype(np.float32) for k, v in fixed.items()}
+    return outs, {k: v.shape for k, v in fixed.items()}, fixed
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
          "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
          "stn": stn, "roi": roi, "correlation": correlation, "ctc": ctc,
          "im2col": im2col, "linalg": linalg,
          "linalg_solve": linalg_solve, "linalg_lu": linalg_lu,
-         "linalg_lq": linalg_lq}
+         "linalg_lq": linalg_lq, "linalg_eig": linalg_eig}
 FORWARD_ONLY = {"forward", "ravel", "histogram"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2",
            "ctc_la", "ctc_lb", "ctc_db", "ctc_lc", "ctc_lenc"}

@@ -59,7 +59,7 @@ def triangular_solve(b, a, rhs, alpha: float, rightside: bool, lower: bool, tran
     return b.mul(x, alpha) if alpha != 1.0 else x
 
 
-def _mirror_triangle(b, m, from_lower: bool):
+def mirror_triangle(b, m, from_lower: bool):
     """CopyTriangularToOppositeSide: the symmetric matrix keeping ``m``'s lower (upper) triangle."""
     kept = triangle(b, m, from_lower)
     return b.add(kept, swap_last(b, triangle(b, m, from_lower, -1 if from_lower else 1)))
@@ -138,7 +138,7 @@ def _potrf_grad(ctx, p: CholeskyParam, g, f):
     """dA = 0.5 F^-T copyLTU(F^T dF) F^-1 (lower F; the transposed forms for upper)."""
     b = ctx.b
     d = triangular_product(b, f, g, 1.0, not p.lower, p.lower, True)
-    d = _mirror_triangle(b, d, p.lower)
+    d = mirror_triangle(b, d, p.lower)
     d = triangular_solve(b, f, d, 1.0, False, p.lower, p.lower)
     return [triangular_solve(b, f, d, 0.5, True, p.lower, not p.lower)]
 
@@ -224,5 +224,5 @@ def _gelqf_grad(ctx, p, dq, dl, q, low):
     """dA = L^-T (dQ + copyLTU(M) Q), M = L^T dL - dQ Q^T."""
     b = ctx.b
     mm = b.sub(triangular_product(b, low, dl, 1.0, False, True, True), matmul(b, dq, q, False, True))
-    d = b.add(dq, matmul(b, _mirror_triangle(b, mm, True), q))
+    d = b.add(dq, matmul(b, mirror_triangle(b, mm, True), q))
     return [triangular_solve(b, low, d, 1.0, False, True, True)]
