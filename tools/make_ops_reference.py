@@ -355,13 +355,41 @@ def linalg_eig(mx, np, rng):
     return outs, {k: v.shape for k, v in fixed.items()}, fixed
 
 
+def contrib_tensor(mx, np, rng):
+    """allclose (both NaN conventions) and index_array (all / chosen axes), forward only (issue #21)."""
+    C, V = mx.sym.contrib, mx.sym.var
+    a, b, c, x = V("ac_a"), V("ac_b"), V("ac_c"), V("ia_x")
+    outs = [C.allclose(a, b, name="ac"), C.allclose(a, b, equal_nan=False, name="acn"),
+            C.allclose(a, c, rtol=1e-3, name="acc"), C.allclose(a, c, name="acf"),
+            C.index_array(x, name="ia"), C.index_array(x, axes=(-1, 0), name="iax")]
+    fixed = {k: rng.uniform(-1, 1, v).astype(np.float32) for k, v in {"ac_a": (3, 4), "ia_x": (2, 3, 4)}.items()}
+    fixed["ac_b"] = fixed["ac_a"] + np.float32(1e-9)
+    fixed["ac_c"] = fixed["ac_a"] * np.float32(1 + 5e-4)
+    fixed["ac_a"][0, 0] = fixed["ac_b"][0, 0] = fixed["ac_c"][0, 0] = np.nan
+    return outs, {k: v.shape for k, v in fixed.items()}, fixed
+
+
+def attention(mx, np, rng):
+    """quadratic and the interleaved multi-head attention products (issue #21), with gradients."""
+    C, V = mx.sym.contrib, mx.sym.var
+    outs = [C.quadratic(V("qd_x"), a=0.5, b=-1.25, c=2.0, name="qd"),
+            C.interleaved_matmul_selfatt_qk(V("sa_qkv"), heads=2, name="saqk"),
+            C.interleaved_matmul_selfatt_valatt(V("sa_qkv2"), V("sa_att"), heads=2, name="sava"),
+            C.interleaved_matmul_encdec_qk(V("ed_q"), V("ed_kv"), heads=2, name="edqk"),
+            C.interleaved_matmul_encdec_valatt(V("ed_kv2"), V("ed_att"), heads=2, name="edva")]
+    shapes = {"qd_x": (2, 3), "sa_qkv": (4, 2, 12), "sa_qkv2": (4, 2, 12), "sa_att": (4, 4, 4), "ed_q": (3, 2, 4),
+              "ed_kv": (5, 2, 8), "ed_kv2": (5, 2, 8), "ed_att": (4, 3, 5)}
+    return outs, shapes, None
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
          "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
          "stn": stn, "roi": roi, "correlation": correlation, "ctc": ctc,
          "im2col": im2col, "linalg": linalg,
          "linalg_solve": linalg_solve, "linalg_lu": linalg_lu,
-         "linalg_lq": linalg_lq, "linalg_eig": linalg_eig}
-FORWARD_ONLY = {"forward", "ravel", "histogram"}
+         "linalg_lq": linalg_lq, "linalg_eig": linalg_eig,
+         "contrib_tensor": contrib_tensor, "attention": attention}
+FORWARD_ONLY = {"forward", "ravel", "histogram", "contrib_tensor"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2",
            "ctc_la", "ctc_lb", "ctc_db", "ctc_lc", "ctc_lenc"}
 
