@@ -382,14 +382,31 @@ def attention(mx, np, rng):
     return outs, shapes, None
 
 
+def image(mx, np, rng):
+    """mx.sym.image's deterministic ops (issue #21): normalize (per-channel and single mean / std,
+    3-D and 4-D), to_tensor of 0-255 values, both flips."""
+    I, V = mx.sym.image, mx.sym.var
+    outs = [I.normalize(V("nm_x"), mean=(0.5, 1.0, 2.0), std=(3.0, 2.0, 0.5), name="nm"),
+            I.normalize(V("nm4_x"), mean=(0.25,), std=(2.0,), name="nm4"),
+            I.to_tensor(V("tt_x"), name="tt"), I.to_tensor(V("tt4_x"), name="tt4"),
+            I.flip_left_right(V("fl_x"), name="fl"), I.flip_top_bottom(V("ft_x"), name="ft")]
+    shapes = {"nm_x": (3, 4, 5), "nm4_x": (2, 1, 3, 4), "tt_x": (4, 5, 3), "tt4_x": (2, 3, 4, 1),
+              "fl_x": (3, 4, 3), "ft_x": (4, 3, 1)}
+    fixed = {k: rng.uniform(-1, 1, v).astype(np.float32) for k, v in shapes.items()}
+    fixed["tt_x"] = rng.randint(0, 256, shapes["tt_x"]).astype(np.float32)
+    fixed["tt4_x"] = rng.randint(0, 256, shapes["tt4_x"]).astype(np.float32)
+    return outs, shapes, fixed
+
+
 CASES = {"norms": norms, "spatial": spatial, "ordering": ordering, "nd_index": nd_index, "forward": forward,
          "losses": losses, "sampler": sampler, "contrib": contrib, "ravel": ravel, "histogram": histogram,
          "stn": stn, "roi": roi, "correlation": correlation, "ctc": ctc,
          "im2col": im2col, "linalg": linalg,
          "linalg_solve": linalg_solve, "linalg_lu": linalg_lu,
          "linalg_lq": linalg_lq, "linalg_eig": linalg_eig,
-         "contrib_tensor": contrib_tensor, "attention": attention}
-FORWARD_ONLY = {"forward", "ravel", "histogram", "contrib_tensor"}
+         "contrib_tensor": contrib_tensor, "attention": attention,
+         "image": image}
+FORWARD_ONLY = {"forward", "ravel", "histogram", "contrib_tensor", "image"}
 NO_GRAD = {"gn_idx", "gn1_idx", "sn_idx", "sn2_idx", "sce_label", "roi_rois", "roi_rois2",
            "ctc_la", "ctc_lb", "ctc_db", "ctc_lc", "ctc_lenc"}
 

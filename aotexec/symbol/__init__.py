@@ -236,9 +236,11 @@ def split_v2(ary: Symbol, indices_or_sections, axis: int = 0, squeeze_axis: bool
 # mx.sym.contrib: the _contrib_ ops without the prefix (contrib.BilinearResize2D)
 contrib = types.SimpleNamespace(**{k[len("_contrib_"):]: v for k, v in list(globals().items())
                                    if k.startswith("_contrib_")})
-# mx.sym.linalg: the _linalg_ ops without the prefix (linalg.gemm2)
+# mx.sym.linalg / mx.sym.image: the _linalg_ / _image_ ops without the prefix (linalg.gemm2)
 linalg = types.SimpleNamespace(**{k[len("_linalg_"):]: v for k, v in list(globals().items())
                                   if k.startswith("_linalg_")})
+image = types.SimpleNamespace(**{k[len("_image_"):]: v for k, v in list(globals().items())
+                                 if k.startswith("_image_")})
 
 
 def _random_helper(attr_op: str, array_op: str, a, b, shape, dtype, kwargs, names=("low", "high")):

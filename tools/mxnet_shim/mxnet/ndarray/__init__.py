@@ -15,10 +15,11 @@ from ._imperative import run_op
 
 _install_arith()
 ndarray = NDArray  # mx.nd.ndarray.NDArray
-for _sub in ("sparse", "image", "numpy", "np", "npx"):
+for _sub in ("sparse", "numpy", "np", "npx"):
     globals()[_sub] = _harness.UnsupportedModule(f"mx.nd.{_sub}")
 contrib = _harness.ContribModule("mx.nd.contrib", lambda op: lambda *a, **kw: run_op(op, a, kw))
 linalg = _harness.ContribModule("mx.nd.linalg", lambda op: lambda *a, **kw: run_op(op, a, kw), prefix="_linalg_")
+image = _harness.ContribModule("mx.nd.image", lambda op: lambda *a, **kw: run_op(op, a, kw), prefix="_image_")
 
 
 def _dtype(dtype, default="float32"):

@@ -10,10 +10,11 @@ from . import _internal  # noqa: F401
 
 op = _internal
 random = _ax_sym.random
-for _sub in ("sparse", "image", "numpy", "np", "npx", "numpy_extension"):
+for _sub in ("sparse", "numpy", "np", "npx", "numpy_extension"):
     globals()[_sub] = UnsupportedModule(f"mx.sym.{_sub}")
 contrib = ContribModule("mx.sym.contrib", lambda op: getattr(_ax_sym, op))
 linalg = ContribModule("mx.sym.linalg", lambda op: getattr(_ax_sym, op), prefix="_linalg_")
+image = ContribModule("mx.sym.image", lambda op: getattr(_ax_sym, op), prefix="_image_")
 
 
 def __getattr__(name: str):
