@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .linalg import matmul
+from .linalg import EXPENSIVE, matmul
 from .registry import define, differentiable, lowers
 from .rules import known, same_dtype
 
@@ -87,10 +87,10 @@ def _selfatt_valatt_shape(p: InterleavedParam, ins, outs):
     return ins, [(x[0], x[1], x[2] // 3)]
 
 
-selfatt_qk = define("_contrib_interleaved_matmul_selfatt_qk", hint="interleaved_matmul_selfatt_qk",
+selfatt_qk = define("_contrib_interleaved_matmul_selfatt_qk", **EXPENSIVE, hint="interleaved_matmul_selfatt_qk",
                     params=InterleavedParam, inputs=["queries_keys_values"], infer_shape=_selfatt_qk_shape,
                     infer_type=same_dtype)
-selfatt_valatt = define("_contrib_interleaved_matmul_selfatt_valatt", hint="interleaved_matmul_selfatt_valatt",
+selfatt_valatt = define("_contrib_interleaved_matmul_selfatt_valatt", **EXPENSIVE, hint="interleaved_matmul_selfatt_valatt",
                         params=InterleavedParam, inputs=["queries_keys_values", "attention"],
                         infer_shape=_selfatt_valatt_shape, infer_type=same_dtype)
 
@@ -152,10 +152,10 @@ def _encdec_valatt_shape(p: InterleavedParam, ins, outs):
     return ins, [(att[1], kv[1], kv[2] // 2)]
 
 
-encdec_qk = define("_contrib_interleaved_matmul_encdec_qk", hint="interleaved_matmul_encdec_qk",
+encdec_qk = define("_contrib_interleaved_matmul_encdec_qk", **EXPENSIVE, hint="interleaved_matmul_encdec_qk",
                    params=InterleavedParam, inputs=["queries", "keys_values"], infer_shape=_encdec_qk_shape,
                    infer_type=same_dtype)
-encdec_valatt = define("_contrib_interleaved_matmul_encdec_valatt", hint="interleaved_matmul_encdec_valatt",
+encdec_valatt = define("_contrib_interleaved_matmul_encdec_valatt", **EXPENSIVE, hint="interleaved_matmul_encdec_valatt",
                        params=InterleavedParam, inputs=["keys_values", "attention"],
                        infer_shape=_encdec_valatt_shape, infer_type=same_dtype)
 

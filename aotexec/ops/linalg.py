@@ -19,6 +19,10 @@ def _linalg(name: str, **kw):
     return define(f"_linalg_{name}", f"linalg_{name}", hint=name, infer_type=same_dtype, **kw)
 
 
+# products and factorizations are what backward keeps rather than recomputes (passes.mirror)
+EXPENSIVE = dict(mirror_kept=True, matmul_like=True)
+
+
 def swap_last(b, x):
     perm = list(range(x.ndim))
     perm[-2:] = perm[-1], perm[-2]
@@ -85,8 +89,8 @@ def _canonical(b, p, xs):
     return [b.transpose(x, perm) for x in xs], lambda y: b.transpose(y, inverse)
 
 
-gemm = _linalg("gemm", params=GemmParam, inputs=["A", "B", "C"], infer_shape=_gemm_shape)
-gemm2 = _linalg("gemm2", params=Gemm2Param, inputs=["A", "B"], infer_shape=_gemm_shape)
+gemm = _linalg("gemm", **EXPENSIVE, params=GemmParam, inputs=["A", "B", "C"], infer_shape=_gemm_shape)
+gemm2 = _linalg("gemm2", **EXPENSIVE, params=Gemm2Param, inputs=["A", "B"], infer_shape=_gemm_shape)
 
 
 @lowers(gemm)
@@ -141,7 +145,7 @@ def _syrk_shape(p: SyrkParam, ins, outs):
     return ins, [tuple(a[:-2]) + (n, n)]
 
 
-syrk = _linalg("syrk", params=SyrkParam, inputs=["A"], infer_shape=_syrk_shape)
+syrk = _linalg("syrk", **EXPENSIVE, params=SyrkParam, inputs=["A"], infer_shape=_syrk_shape)
 
 
 @lowers(syrk)
@@ -178,7 +182,7 @@ def triangular_pair_shape(p: TrmmParam, ins, outs):
     return ins, [tuple(c)]
 
 
-trmm = _linalg("trmm", params=TrmmParam, inputs=["A", "B"], infer_shape=triangular_pair_shape)
+trmm = _linalg("trmm", **EXPENSIVE, params=TrmmParam, inputs=["A", "B"], infer_shape=triangular_pair_shape)
 
 
 def triangle(b, a, lower: bool, offset: int = 0):

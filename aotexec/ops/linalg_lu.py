@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .linalg import matmul, swap_last
+from .linalg import EXPENSIVE, matmul, swap_last
 from .loop import dynamic_slice, dynamic_update_slice, while_loop
 from .registry import define, differentiable, lowers
 from .rules import known
@@ -132,7 +132,7 @@ def _inverse_type(p, ins, outs):
     return (ins, [ins[0]]) if ins[0] is not None else (ins, outs)
 
 
-inverse = define("_linalg_inverse", "linalg_inverse", hint="inverse", inputs=["A"], infer_shape=_inverse_shape,
+inverse = define("_linalg_inverse", "linalg_inverse", **EXPENSIVE, hint="inverse", inputs=["A"], infer_shape=_inverse_shape,
                  infer_type=_inverse_type)
 
 
@@ -168,10 +168,10 @@ def _det_types(visible: int):
     return rule
 
 
-det = define("_linalg_det", "linalg_det", hint="det", inputs=["A"],
+det = define("_linalg_det", "linalg_det", **EXPENSIVE, hint="det", inputs=["A"],
              outputs=["output0", "output1", "output2"], num_visible=lambda p: 1,
              infer_shape=_det_shapes(1), infer_type=_det_types(1))
-slogdet = define("_linalg_slogdet", "linalg_slogdet", hint="slogdet", inputs=["A"],
+slogdet = define("_linalg_slogdet", "linalg_slogdet", **EXPENSIVE, hint="slogdet", inputs=["A"],
                  outputs=["output0", "output1", "output2", "output3"], num_visible=lambda p: 2,
                  infer_shape=_det_shapes(2), infer_type=_det_types(2))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .linalg import TrmmParam, gemm_product, matmul, swap_last, triangle, triangular_pair_shape, triangular_product
+from .linalg import EXPENSIVE, TrmmParam, gemm_product, matmul, swap_last, triangle, triangular_pair_shape, triangular_product
 from .loop import dynamic_slice, dynamic_update_slice, while_loop
 from .registry import define, differentiable, lowers
 from .rules import known, same_dtype
@@ -66,7 +66,7 @@ def mirror_triangle(b, m, from_lower: bool):
 
 
 # --- trsm ------------------------------------------------------------------------------------
-trsm = define("_linalg_trsm", "linalg_trsm", hint="trsm", params=TrmmParam, inputs=["A", "B"],
+trsm = define("_linalg_trsm", "linalg_trsm", **EXPENSIVE, hint="trsm", params=TrmmParam, inputs=["A", "B"],
               infer_shape=triangular_pair_shape, infer_type=same_dtype)
 
 
@@ -102,9 +102,9 @@ def _square_shape(p, ins, outs):
     return ins, [tuple(a)]
 
 
-potrf = define("_linalg_potrf", "linalg_potrf", hint="potrf", params=CholeskyParam, inputs=["A"],
+potrf = define("_linalg_potrf", "linalg_potrf", **EXPENSIVE, hint="potrf", params=CholeskyParam, inputs=["A"],
                infer_shape=_square_shape, infer_type=same_dtype)
-potri = define("_linalg_potri", "linalg_potri", hint="potri", params=CholeskyParam, inputs=["A"],
+potri = define("_linalg_potri", "linalg_potri", **EXPENSIVE, hint="potri", params=CholeskyParam, inputs=["A"],
                infer_shape=_square_shape, infer_type=same_dtype)
 
 
@@ -173,7 +173,7 @@ def _gelqf_shape(p, ins, outs):
     return ins, [tuple(a), tuple(a[:-1]) + (a[-2],)]
 
 
-gelqf = define("_linalg_gelqf", "linalg_gelqf", hint="gelqf", inputs=["A"], outputs=["output0", "output1"],
+gelqf = define("_linalg_gelqf", "linalg_gelqf", **EXPENSIVE, hint="gelqf", inputs=["A"], outputs=["output0", "output1"],
                infer_shape=_gelqf_shape, infer_type=same_dtype)
 
 
