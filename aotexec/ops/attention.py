@@ -61,6 +61,23 @@ def _heads_in(b, g, heads: int):
     return b.reshape(t, (batch * heads, seq, width // heads))
 
 
+def _scores(b, q, k):
+    """q k^T / sqrt(dim), per (batch * heads)."""
+    return matmul(b, b.div(q, math.sqrt(q.shape[-1])), k, False, True)
+
+
+def _scores_grads(b, g, q, k):
+    """(dq, dk) of ``_scores``."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    return b.mul(matmul(b, g, k), scale), b.mul(matmul(b, g, q, True, False), scale)
+
+
+def _weighted_grads(b, g, att, v, heads: int):
+    """(dv, d attention) of ``_heads_out(att v)``."""
+    gh = _heads_in(b, g, heads)
+    return matmul(b, att, gh, True, False), matmul(b, gh, v, False, True)
+
+
 def _check(cond: bool, message: str) -> None:
     if not cond:
         raise ValueError(message)
@@ -97,18 +114,13 @@ selfatt_valatt = define("_contrib_interleaved_matmul_selfatt_valatt", **EXPENSIV
 
 @lowers(selfatt_qk)
 def _selfatt_qk_lower(ctx, p: InterleavedParam, x):
-    b = ctx.b
-    q = _split(b, x, p.heads, 3, 0)
-    return matmul(b, b.div(q, math.sqrt(q.shape[-1])), _split(b, x, p.heads, 3, 1), False, True)
+    return _scores(ctx.b, _split(ctx.b, x, p.heads, 3, 0), _split(ctx.b, x, p.heads, 3, 1))
 
 
 @differentiable(selfatt_qk, ("ograd0", "in0"))
 def _selfatt_qk_grad(ctx, p: InterleavedParam, g, x):
     b = ctx.b
-    q, k = _split(b, x, p.heads, 3, 0), _split(b, x, p.heads, 3, 1)
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    dq = b.mul(matmul(b, g, k), scale)
-    dk = b.mul(matmul(b, g, q, True, False), scale)
+    dq, dk = _scores_grads(b, g, _split(b, x, p.heads, 3, 0), _split(b, x, p.heads, 3, 1))
     return [_merge(b, [dq, dk, None], p.heads, 3, x.shape[0], x.shape[1])]
 
 
@@ -121,10 +133,8 @@ def _selfatt_valatt_lower(ctx, p: InterleavedParam, x, att):
 @differentiable(selfatt_valatt, ("ograd0", "in0", "in1"))
 def _selfatt_valatt_grad(ctx, p: InterleavedParam, g, x, att):
     b = ctx.b
-    gh = _heads_in(b, g, p.heads)
-    v = _split(b, x, p.heads, 3, 2)
-    dv = matmul(b, att, gh, True, False)
-    return [_merge(b, [None, None, dv], p.heads, 3, x.shape[0], x.shape[1]), matmul(b, gh, v, False, True)]
+    dv, datt = _weighted_grads(b, g, att, _split(b, x, p.heads, 3, 2), p.heads)
+    return [_merge(b, [None, None, dv], p.heads, 3, x.shape[0], x.shape[1]), datt]
 
 
 # --- encoder-decoder: queries separate, keys and values interleaved ------------------------
@@ -162,19 +172,15 @@ encdec_valatt = define("_contrib_interleaved_matmul_encdec_valatt", **EXPENSIVE,
 
 @lowers(encdec_qk)
 def _encdec_qk_lower(ctx, p: InterleavedParam, q, kv):
-    b = ctx.b
-    qh = _split(b, q, p.heads, 1, 0)
-    return matmul(b, b.div(qh, math.sqrt(qh.shape[-1])), _split(b, kv, p.heads, 2, 0), False, True)
+    return _scores(ctx.b, _split(ctx.b, q, p.heads, 1, 0), _split(ctx.b, kv, p.heads, 2, 0))
 
 
 @differentiable(encdec_qk, ("ograd0", "in0", "in1"))
 def _encdec_qk_grad(ctx, p: InterleavedParam, g, q, kv):
     b = ctx.b
-    qh, k = _split(b, q, p.heads, 1, 0), _split(b, kv, p.heads, 2, 0)
-    scale = 1.0 / math.sqrt(qh.shape[-1])
-    dq = b.mul(matmul(b, g, k), scale)
-    dk = b.mul(matmul(b, g, qh, True, False), scale)
-    return [_merge(b, [dq], p.heads, 1, q.shape[0], q.shape[1]), _merge(b, [dk, None], p.heads, 2, kv.shape[0], kv.shape[1])]
+    dq, dk = _scores_grads(b, g, _split(b, q, p.heads, 1, 0), _split(b, kv, p.heads, 2, 0))
+    return [_merge(b, [dq], p.heads, 1, q.shape[0], q.shape[1]),
+            _merge(b, [dk, None], p.heads, 2, kv.shape[0], kv.shape[1])]
 
 
 @lowers(encdec_valatt)
@@ -186,7 +192,5 @@ def _encdec_valatt_lower(ctx, p: InterleavedParam, kv, att):
 @differentiable(encdec_valatt, ("ograd0", "in0", "in1"))
 def _encdec_valatt_grad(ctx, p: InterleavedParam, g, kv, att):
     b = ctx.b
-    gh = _heads_in(b, g, p.heads)
-    v = _split(b, kv, p.heads, 2, 1)
-    dv = matmul(b, att, gh, True, False)
-    return [_merge(b, [None, dv], p.heads, 2, kv.shape[0], kv.shape[1]), matmul(b, gh, v, False, True)]
+    dv, datt = _weighted_grads(b, g, att, _split(b, kv, p.heads, 2, 1), p.heads)
+    return [_merge(b, [None, dv], p.heads, 2, kv.shape[0], kv.shape[1]), datt]

@@ -211,14 +211,21 @@ def _trmm_lower(ctx, p: TrmmParam, a, c):
     return triangular_product(ctx.b, a, c, p.alpha, p.rightside, p.lower, p.transpose)
 
 
+def triangular_factor_grad(b, p: TrmmParam, g, c, scale: float):
+    """d tri(A) of trmm / trsm from the head-side ``g`` and the other operand ``c`` (la_op-inl.h:
+    g c^T-like on the side the triangle multiplies from), off-triangle entries zeroed."""
+    if p.rightside == p.transpose:
+        da = gemm_product(b, g, c, scale, p.transpose, not p.transpose)
+    else:
+        da = gemm_product(b, c, g, scale, not p.transpose, p.transpose)
+    return triangle(b, da, p.lower)
+
+
 @differentiable(trmm, ("ograd0", "in0", "in1"))
 def _trmm_grad(ctx, p: TrmmParam, g, a, c):
     b = ctx.b
-    if p.rightside == p.transpose:
-        da = gemm_product(b, g, c, p.alpha, p.transpose, not p.transpose)
-    else:
-        da = gemm_product(b, c, g, p.alpha, not p.transpose, p.transpose)
-    return [triangle(b, da, p.lower), triangular_product(b, a, g, p.alpha, p.rightside, p.lower, not p.transpose)]
+    return [triangular_factor_grad(b, p, g, c, p.alpha),
+            triangular_product(b, a, g, p.alpha, p.rightside, p.lower, not p.transpose)]
 
 
 # --- sumlogdiag: sum of the logs of the diagonal ---------------------------------------------

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .linalg import EXPENSIVE, TrmmParam, gemm_product, matmul, swap_last, triangle, triangular_pair_shape, triangular_product
+from .linalg import (EXPENSIVE, TrmmParam, matmul, swap_last, triangle, triangular_factor_grad,
+                     triangular_pair_shape, triangular_product)
 from .loop import dynamic_slice, dynamic_update_slice, while_loop
 from .registry import define, differentiable, lowers
 from .rules import known, same_dtype
@@ -79,12 +80,7 @@ def _trsm_lower(ctx, p: TrmmParam, a, c):
 def _trsm_grad(ctx, p: TrmmParam, g, a, x):
     b = ctx.b
     db = triangular_solve(b, a, g, p.alpha, p.rightside, p.lower, not p.transpose)
-    scale = -1.0 / p.alpha
-    if p.rightside == p.transpose:
-        da = gemm_product(b, db, x, scale, p.transpose, not p.transpose)
-    else:
-        da = gemm_product(b, x, db, scale, not p.transpose, p.transpose)
-    return [triangle(b, da, p.lower), db]
+    return [triangular_factor_grad(b, p, db, x, -1.0 / p.alpha), db]
 
 
 # --- potrf (Cholesky factor) and potri (inverse from it) -------------------------------------
