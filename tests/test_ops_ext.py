@@ -404,3 +404,19 @@ def test_linalg_shape_errors_and_names():
     with ax.name.NameManager():
         assert S.linalg.gemm2(a, b).name == "gemm20" and S.linalg_gemm2(a, b).name == "linalg_gemm20"
     assert S.linalg.gemm(a, b, V("c")).infer_shape(a=(2, 3), b=(3, 4))[0] == [(2, 3), (3, 4), (2, 4)]
+
+
+def test_syevd_products_train_at_1x1():
+    """MXNet's test_laop_3 shape: U U^T and U^T diag(L) U of a 1x1 matrix, trained; recomputing
+    syevd's loop in backward failed IREE 3.13's stream partitioning, so factorizations are kept."""
+    d = V("data")
+    u, lam = S.linalg.syevd(d)[0], S.linalg.syevd(d)[1]
+    net = S.Group([S.linalg.gemm2(u, u, transpose_b=True),
+                   S.linalg.gemm2(u, S.broadcast_mul(S.expand_dims(lam, axis=-1), u), transpose_a=True)])
+    ex = net.simple_bind(ax.cpu(), data=(1, 1), type_dict={"data": np.float64})
+    ex.arg_dict["data"][:] = np.array([[-2.5]])
+    eye, a = (o.asnumpy() for o in ex.forward(is_train=True))
+    ex.backward([ax.nd.array(np.array([[3.0]]), dtype=np.float64), ax.nd.array(np.array([[0.5]]), dtype=np.float64)])
+    np.testing.assert_array_equal(eye, [[1.0]])
+    np.testing.assert_array_equal(a, [[-2.5]])
+    np.testing.assert_allclose(ex.grad_arrays[0].asnumpy(), [[0.5]])      # d(U^T L U)/dA = 1, U U^T constant
