@@ -22,7 +22,7 @@ from .rules import merge, same_dtype, same_shape
 # --- Activation ---
 @dataclass(frozen=True)
 class ActivationParam:
-    act_type: Literal["relu", "sigmoid", "tanh", "softrelu", "softsign", "log_sigmoid", "mish"]
+    act_type: Literal["relu", "sigmoid", "tanh", "softrelu", "softsign"]
 
 
 Activation = define("Activation", params=ActivationParam, listed_inputs=False,
@@ -41,10 +41,6 @@ def activation(b, act_type: str, x):
         return b.add(b.max(x, 0.0), b.unary("log_plus_one", b.exp(b.neg(b.abs(x)))))
     if act_type == "softsign":
         return b.div(x, b.add(b.abs(x), 1.0))
-    if act_type == "log_sigmoid":
-        return b.neg(activation(b, "softrelu", b.neg(x)))
-    if act_type == "mish":
-        return b.mul(x, libm.tanh(b, activation(b, "softrelu", x)))
     raise ValueError(f"unknown act_type {act_type}")
 
 
@@ -66,20 +62,13 @@ def activation_grad(b, act_type: str, g, y):
     raise ValueError(f"activation_grad: {act_type} needs the input")
 
 
-@differentiable(Activation, lambda p: ["ograd0", "in0" if p.act_type in ("softsign", "log_sigmoid", "mish") else "out0"],
+@differentiable(Activation, lambda p: ["ograd0", "in0" if p.act_type == "softsign" else "out0"],
                 inplace=True, layout_agnostic=True)
 def _activation_grad(ctx, p: ActivationParam, g, v):
     b = ctx.b
     if p.act_type == "softsign":   # v is x: d/dx x/(1+|x|) = 1/(1+|x|)^2
         d = b.add(b.abs(v), 1.0)
         return [b.div(g, b.mul(d, d))]
-    if p.act_type == "log_sigmoid":   # v is x: 1 - sigmoid(x)
-        return [b.mul(g, b.sub(b.full_like(v, 1.0), b.logistic(v)))]
-    if p.act_type == "mish":   # v is x
-        sp = activation(b, "softrelu", v)
-        t = libm.tanh(b, sp)
-        dt = b.mul(b.sub(b.full_like(t, 1.0), b.mul(t, t)), b.logistic(v))
-        return [b.mul(g, b.add(t, b.mul(v, dt)))]
     return [activation_grad(b, p.act_type, g, v)]
 
 

@@ -69,14 +69,15 @@ def _parse_value(tp: Any, s: str) -> Any:
         return _parse_shape(s, allow_none=any(type(None) in typing.get_args(a) for a in typing.get_args(tp)))
     if typing.get_origin(tp) is typing.Literal:
         if s not in typing.get_args(tp):
-            raise ValueError(f"Invalid Input: '{s}', valid values are: {{{', '.join(repr(a) for a in typing.get_args(tp))}}}")
+            raise ValueError(f"Invalid Input: '{s}', valid values are: {type_name(tp)}")
         return s
     raise TypeError(f"unsupported parameter type {tp}")
 
 
 def type_name(tp: Any) -> str:
     if typing.get_origin(tp) is typing.Literal:
-        return "{" + ", ".join(repr(a) for a in typing.get_args(tp)) + "}"
+        # dmlc lists an enum's names sorted (a std::map)
+        return "{" + ", ".join(repr(a) for a in sorted(typing.get_args(tp), key=str)) + "}"
     return _TYPE_NAMES.get(tp, str(tp).replace("typing.", ""))
 
 
@@ -109,7 +110,8 @@ def parse_params(cls: type | None, attrs: dict[str, str], op_name: str, node_nam
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     values: dict[str, Any] = {}
-    where = f'in operator {op_name}(name="{node_name}")'
+    shown = "".join(f', {k}="{v}"' for k, v in attrs.items() if not (k.startswith("__") and k.endswith("__")))
+    where = f'in operator {op_name}(name="{node_name}"{shown})'
     for key, raw in attrs.items():
         if key.startswith("__") and key.endswith("__"):
             continue
@@ -122,7 +124,12 @@ def parse_params(cls: type | None, attrs: dict[str, str], op_name: str, node_nam
                 + f"\n, {where}")
         try:
             values[key] = _parse_value(hints[key], raw)
-        except (ValueError, SyntaxError, TypeError) as e:
+        except ValueError as e:
+            if str(e).startswith("Invalid Input:"):     # an enum's own message, as dmlc's
+                raise AotexecError(f"{e}, {where}") from None
+            raise AotexecError(
+                f"Invalid Parameter format for {key} expect {type_name(hints[key])} but value='{raw}', {where}") from None
+        except (SyntaxError, TypeError) as e:
             raise AotexecError(
                 f"Invalid Parameter format for {key} expect {type_name(hints[key])} but value='{raw}', {where}"
                 + (f": {e}" if str(e) else "")) from None
