@@ -23,6 +23,36 @@ def _linalg(name: str, **kw):
 EXPENSIVE = dict(mirror_kept=True, matmul_like=True)
 
 
+def square_rule(outputs, message: str = "Input A's last two dimension must be equal",
+                rank_message: str | None = None):
+    """The shape rule of an op on square matrices: ``outputs(a)`` lists its output shapes from the
+    input's; ``rank_message`` (when given) rejects inputs of fewer than two axes."""
+    def rule(p, ins, outs):
+        a = ins[0]
+        if not known(a):
+            return ins, outs
+        if len(a) < 2:
+            if rank_message:
+                raise ValueError(rank_message)
+            return ins, outs
+        if a[-2] != a[-1]:
+            raise ValueError(message)
+        return ins, outputs(tuple(a))
+    return rule
+
+
+def identity(b, shape, dtype):
+    """Identity matrices of ``shape`` (..., n, n)."""
+    n = shape[-1]
+    eye = b.convert(b.compare(b.iota((n, n), 0), b.iota((n, n), 1), "EQ"), dtype)
+    return b.broadcast_in_dim(eye, tuple(shape), [len(shape) - 2, len(shape) - 1])
+
+
+def lead_zeros(x) -> list[int]:
+    """Zero starts for the batch axes of a (..., rows, cols) value."""
+    return [0] * (x.ndim - 2)
+
+
 def swap_last(b, x):
     perm = list(range(x.ndim))
     perm[-2:] = perm[-1], perm[-2]
@@ -229,16 +259,8 @@ def _trmm_grad(ctx, p: TrmmParam, g, a, c):
 
 
 # --- sumlogdiag: sum of the logs of the diagonal ---------------------------------------------
-def _sumlogdiag_shape(p, ins, outs):
-    a = ins[0]
-    if not known(a) or len(a) < 2:
-        return ins, outs
-    if a[-2] != a[-1]:
-        raise ValueError("sumlogdiag operator requires square matrices as input.")
-    return ins, [tuple(a[:-2]) or (1,)]
-
-
-sumlogdiag = _linalg("sumlogdiag", inputs=["A"], infer_shape=_sumlogdiag_shape)
+sumlogdiag = _linalg("sumlogdiag", inputs=["A"], infer_shape=square_rule(
+    lambda a: [a[:-2] or (1,)], "sumlogdiag operator requires square matrices as input."))
 
 
 def _diagonal_mask(b, shape, offset: int = 0):

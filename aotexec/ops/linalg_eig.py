@@ -12,26 +12,17 @@ from __future__ import annotations
 import numpy as np
 
 from .hlo import sort
-from .linalg import EXPENSIVE, matmul, swap_last
+from .linalg import EXPENSIVE, extract_diagonal, identity, lead_zeros, matmul, square_rule, swap_last
 from .linalg_solve import mirror_triangle
 from .loop import dynamic_slice, dynamic_update_slice, while_loop
 from .registry import define, differentiable, lowers
-from .rules import known, same_dtype
+from .rules import same_dtype
 
 SWEEPS = 12
 
 
-def _syevd_shape(p, ins, outs):
-    a = ins[0]
-    if not known(a) or len(a) < 2:
-        return ins, outs
-    if a[-2] != a[-1]:
-        raise ValueError("Input A's last two dimension must be equal")
-    return ins, [tuple(a), tuple(a[:-1])]
-
-
 syevd = define("_linalg_syevd", "linalg_syevd", **EXPENSIVE, hint="syevd", inputs=["A"], outputs=["output0", "output1"],
-               infer_shape=_syevd_shape, infer_type=same_dtype)
+               infer_shape=square_rule(lambda a: [a, a[:-1]]), infer_type=same_dtype)
 
 
 def _rotate(b, m, p, q, c, s, axis: int):
@@ -39,7 +30,7 @@ def _rotate(b, m, p, q, c, s, axis: int):
     c x_p - s x_q and s x_p + c x_q."""
     n = m.shape[-1]
     batch = tuple(m.shape[:-2])
-    lead = [0] * (m.ndim - 2)
+    lead = lead_zeros(m)
     size = batch + ((n, 1) if axis == -1 else (1, n))
     at = lambda i: lead + ([0, i] if axis == -1 else [i, 0])  # noqa: E731
     xp, xq = dynamic_slice(b, m, at(p), size), dynamic_slice(b, m, at(q), size)
@@ -52,9 +43,8 @@ def _jacobi(b, a):
     """(D, V): a = V D V^T with D nearly diagonal after ``SWEEPS`` sweeps."""
     n = a.shape[-1]
     batch = tuple(a.shape[:-2])
-    lead = [0] * (a.ndim - 2)
-    eye = b.broadcast_in_dim(b.convert(b.compare(b.iota((n, n), 0), b.iota((n, n), 1), "EQ"), a.dtype),
-                             a.shape, [a.ndim - 2, a.ndim - 1])
+    lead = lead_zeros(a)
+    eye = identity(b, a.shape, a.dtype)
     one = batch + (1, 1)
 
     def body(t, state):
@@ -79,12 +69,6 @@ def _jacobi(b, a):
     return while_loop(b, SWEEPS * n * n, [a, eye], body)
 
 
-def _diagonal(b, m):
-    n = m.shape[-1]
-    eq = b.broadcast_in_dim(b.compare(b.iota((n, n), 0), b.iota((n, n), 1), "EQ"), m.shape, [m.ndim - 2, m.ndim - 1])
-    return b.reduce(b.select(eq, m, b.full_like(m, 0.0)), [m.ndim - 1])
-
-
 def _one_hot_rows(b, idx, n: int, dtype):
     """(..., n) int32 -> (..., n, n) with row i one at column idx[i]."""
     nd = idx.ndim + 1
@@ -96,7 +80,7 @@ def eigh(b, a):
     """(U, L) of syevd from the lower triangle of ``a``."""
     n = a.shape[-1]
     m, v = _jacobi(b, mirror_triangle(b, a, True))
-    lam = _diagonal(b, m)
+    lam = extract_diagonal(b, m, 0)
     order = b.broadcast_in_dim(b.iota((n,), 0), lam.shape, [lam.ndim - 1])
     lam, order = sort(b, [lam, order], lam.ndim - 1, descending=False)
     u = matmul(b, _one_hot_rows(b, order, n, a.dtype), swap_last(b, v))     # rows: eigenvectors, sorted

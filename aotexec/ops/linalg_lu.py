@@ -10,25 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .linalg import EXPENSIVE, matmul, swap_last
+from .linalg import EXPENSIVE, extract_diagonal, identity, lead_zeros, matmul, square_rule, swap_last
 from .loop import dynamic_slice, dynamic_update_slice, while_loop
 from .registry import define, differentiable, lowers
-from .rules import known
-
-
-def _lead(x) -> list[int]:
-    return [0] * (x.ndim - 2)
-
-
-def _square_shape(ins, outs_for):
-    a = ins[0]
-    if not known(a):
-        return None
-    if len(a) < 2:
-        raise ValueError("Input A's dimension must be >= 2")
-    if a[-2] != a[-1]:
-        raise ValueError("Input A's last two dimension must be equal")
-    return outs_for(tuple(a))
 
 
 def _float_check(t):
@@ -41,7 +25,7 @@ def _pivot_row(b, m, k, rows):
     equals, as LAPACK's idamax): int32 (..., 1, 1)."""
     n = m.shape[-2]
     batch = tuple(m.shape[:-2])
-    col = b.abs(dynamic_slice(b, m, _lead(m) + [0, k], batch + (n, 1)))
+    col = b.abs(dynamic_slice(b, m, lead_zeros(m) + [0, k], batch + (n, 1)))
     kb = b.broadcast_in_dim(k, rows.shape, [])
     col = b.select(b.compare(rows, kb, "GE"), col, b.full_like(col, -1.0))
     best = b.broadcast_in_dim(b.reduce(col, [m.ndim - 2], "max"), col.shape, list(range(m.ndim - 2)) + [m.ndim - 1])
@@ -76,55 +60,46 @@ def lu(b, a):
         m = _swap_rows(b, m, k, p)
         piv = dynamic_update_slice(b, piv, b.add(p, 1), [0] * (a.ndim - 2) + [k])
         sign = b.select(b.compare(p, b.broadcast_in_dim(k, p.shape, []), "EQ"), sign, b.mul(sign, -1.0))
-        pivot = b.broadcast_in_dim(dynamic_slice(b, m, _lead(m) + [k, k], batch + (1, 1)), batch + (n, 1),
+        pivot = b.broadcast_in_dim(dynamic_slice(b, m, lead_zeros(m) + [k, k], batch + (1, 1)), batch + (n, 1),
                                    list(range(a.ndim)))
         below = b.compare(rows, b.broadcast_in_dim(k, rows.shape, []), "GT")
-        lcol = b.select(below, b.div(dynamic_slice(b, m, _lead(m) + [0, k], batch + (n, 1)), pivot),
+        lcol = b.select(below, b.div(dynamic_slice(b, m, lead_zeros(m) + [0, k], batch + (n, 1)), pivot),
                         b.full_like(pivot, 0.0))
-        urow = dynamic_slice(b, m, _lead(m) + [k, 0], batch + (1, n))
+        urow = dynamic_slice(b, m, lead_zeros(m) + [k, 0], batch + (1, n))
         cols = b.broadcast_in_dim(b.iota((1, n), 1), batch + (1, n), [a.ndim - 2, a.ndim - 1])
         urow = b.select(b.compare(cols, b.broadcast_in_dim(k, cols.shape, []), "GT"), urow, b.full_like(urow, 0.0))
         m = b.sub(m, matmul(b, lcol, urow))                         # eliminate right of column k
-        keep = b.select(below, lcol, dynamic_slice(b, m, _lead(m) + [0, k], batch + (n, 1)))
-        return [dynamic_update_slice(b, m, keep, _lead(m) + [0, k]), piv, sign]
+        keep = b.select(below, lcol, dynamic_slice(b, m, lead_zeros(m) + [0, k], batch + (n, 1)))
+        return [dynamic_update_slice(b, m, keep, lead_zeros(m) + [0, k]), piv, sign]
 
     init = [a, b.full_like(a, 0, batch + (n,), "int32"), b.full_like(a, 1.0, batch + (1,))]
     return while_loop(b, n, init, body)
-
-
-def _diagonal(b, m):
-    n = m.shape[-1]
-    eq = b.broadcast_in_dim(b.compare(b.iota((n, n), 0), b.iota((n, n), 1), "EQ"), m.shape, [m.ndim - 2, m.ndim - 1])
-    return b.reduce(b.select(eq, m, b.full_like(m, 0.0)), [m.ndim - 1])
 
 
 def inverse_matrix(b, a):
     """A^-1 by Gauss-Jordan elimination with partial pivoting on [A | I]."""
     n = a.shape[-1]
     batch = tuple(a.shape[:-2])
-    eye = b.broadcast_in_dim(b.convert(b.compare(b.iota((n, n), 0), b.iota((n, n), 1), "EQ"), a.dtype),
-                             a.shape, [a.ndim - 2, a.ndim - 1])
+    eye = identity(b, a.shape, a.dtype)
     rows = b.broadcast_in_dim(b.iota((n, 1), 0), batch + (n, 1), [a.ndim - 2, a.ndim - 1])
 
     def body(k, state):
         (m,) = state
         m = _swap_rows(b, m, k, _pivot_row(b, m, k, rows))
-        pivot = dynamic_slice(b, m, _lead(m) + [k, k], batch + (1, 1))
-        row = b.div(dynamic_slice(b, m, _lead(m) + [k, 0], batch + (1, 2 * n)),
+        pivot = dynamic_slice(b, m, lead_zeros(m) + [k, k], batch + (1, 1))
+        row = b.div(dynamic_slice(b, m, lead_zeros(m) + [k, 0], batch + (1, 2 * n)),
                     b.broadcast_in_dim(pivot, batch + (1, 2 * n), list(range(a.ndim))))
-        col = dynamic_slice(b, m, _lead(m) + [0, k], batch + (n, 1))
+        col = dynamic_slice(b, m, lead_zeros(m) + [0, k], batch + (n, 1))
         col = b.select(b.compare(rows, b.broadcast_in_dim(k, rows.shape, []), "EQ"), b.full_like(col, 0.0), col)
         m = b.sub(m, matmul(b, col, row))
-        return [dynamic_update_slice(b, m, row, _lead(m) + [k, 0])]
+        return [dynamic_update_slice(b, m, row, lead_zeros(m) + [k, 0])]
 
     (m,) = while_loop(b, n, [b.concatenate([a, eye], a.ndim - 1)], body)
     return b.slice(m, [0] * (a.ndim - 1) + [n], tuple(a.shape[:-1]) + (2 * n,))
 
 
 # --- inverse ---------------------------------------------------------------------------------
-def _inverse_shape(p, ins, outs):
-    out = _square_shape(ins, lambda a: [a])
-    return (ins, outs) if out is None else (ins, out)
+_RANK = "Input A's dimension must be >= 2"
 
 
 def _inverse_type(p, ins, outs):
@@ -132,7 +107,7 @@ def _inverse_type(p, ins, outs):
     return (ins, [ins[0]]) if ins[0] is not None else (ins, outs)
 
 
-inverse = define("_linalg_inverse", "linalg_inverse", **EXPENSIVE, hint="inverse", inputs=["A"], infer_shape=_inverse_shape,
+inverse = define("_linalg_inverse", "linalg_inverse", **EXPENSIVE, hint="inverse", inputs=["A"], infer_shape=square_rule(lambda a: [a], rank_message=_RANK),
                  infer_type=_inverse_type)
 
 
@@ -150,13 +125,8 @@ def _inverse_grad(ctx, p, g, y):
 
 # --- det, slogdet (hidden LU and pivot outputs, as MXNet's) ----------------------------------
 def _det_shapes(visible: int):
-    def rule(p, ins, outs):
-        def shapes(a):
-            value = tuple(a[:-2]) or (1,)
-            return [value] * visible + [a, tuple(a[:-1])]
-        out = _square_shape(ins, shapes)
-        return (ins, outs) if out is None else (ins, out)
-    return rule
+    """The value(s) per matrix ((1,) for one matrix), then LU and the pivots."""
+    return square_rule(lambda a: [a[:-2] or (1,)] * visible + [a, a[:-1]], rank_message=_RANK)
 
 
 def _det_types(visible: int):
@@ -184,7 +154,7 @@ def _per_matrix(b, v, shape):
 def _det_lower(ctx, p, a):
     b = ctx.b
     factors, piv, sign = lu(b, a)
-    value = b.mul(b.reduce(_diagonal(b, factors), [a.ndim - 2], "mul"), b.reshape(sign, tuple(a.shape[:-2])))
+    value = b.mul(b.reduce(extract_diagonal(b, factors, 0), [a.ndim - 2], "mul"), b.reshape(sign, tuple(a.shape[:-2])))
     return [_per_matrix(b, value, ctx.out_shapes[0]), factors, piv]
 
 
@@ -192,7 +162,7 @@ def _det_lower(ctx, p, a):
 def _slogdet_lower(ctx, p, a):
     b = ctx.b
     factors, piv, sign = lu(b, a)
-    d = _diagonal(b, factors)
+    d = extract_diagonal(b, factors, 0)
     signs = b.select(b.compare(d, 0.0, "GT"), b.full_like(d, 1.0),
                      b.select(b.compare(d, 0.0, "LT"), b.full_like(d, -1.0), b.full_like(d, 0.0)))
     s = b.mul(b.reduce(signs, [a.ndim - 2], "mul"), b.reshape(sign, tuple(a.shape[:-2])))

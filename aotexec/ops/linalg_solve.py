@@ -10,15 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .linalg import (EXPENSIVE, TrmmParam, matmul, swap_last, triangle, triangular_factor_grad,
+from .linalg import (EXPENSIVE, TrmmParam, identity, lead_zeros, square_rule, matmul, swap_last, triangle, triangular_factor_grad,
                      triangular_pair_shape, triangular_product)
 from .loop import dynamic_slice, dynamic_update_slice, while_loop
 from .registry import define, differentiable, lowers
 from .rules import known, same_dtype
-
-
-def _lead(x) -> list[int]:
-    return [0] * (x.ndim - 2)
 
 
 def _solve_lower(b, t, rhs):
@@ -30,11 +26,11 @@ def _solve_lower(b, t, rhs):
 
     def body(i, state):
         (x,) = state
-        row = dynamic_slice(b, t, _lead(t) + [i, 0], batch + (1, n))
-        diag = dynamic_slice(b, t, _lead(t) + [i, i], batch + (1, 1))
-        r = dynamic_slice(b, rhs, _lead(rhs) + [i, 0], batch + (1, m))
+        row = dynamic_slice(b, t, lead_zeros(t) + [i, 0], batch + (1, n))
+        diag = dynamic_slice(b, t, lead_zeros(t) + [i, i], batch + (1, 1))
+        r = dynamic_slice(b, rhs, lead_zeros(rhs) + [i, 0], batch + (1, m))
         xi = b.div(b.sub(r, matmul(b, row, x)), b.broadcast_in_dim(diag, batch + (1, m), list(range(t.ndim))))
-        return [dynamic_update_slice(b, x, xi, _lead(x) + [i, 0])]
+        return [dynamic_update_slice(b, x, xi, lead_zeros(x) + [i, 0])]
 
     return while_loop(b, n, [b.full_like(rhs, 0.0)], body)[0]
 
@@ -89,19 +85,10 @@ class CholeskyParam:
     lower: bool = True
 
 
-def _square_shape(p, ins, outs):
-    a = ins[0]
-    if not known(a) or len(a) < 2:
-        return ins, outs
-    if a[-2] != a[-1]:
-        raise ValueError("Input A's last two dimension must be equal")
-    return ins, [tuple(a)]
-
-
 potrf = define("_linalg_potrf", "linalg_potrf", **EXPENSIVE, hint="potrf", params=CholeskyParam, inputs=["A"],
-               infer_shape=_square_shape, infer_type=same_dtype)
+               infer_shape=square_rule(lambda a: [a]), infer_type=same_dtype)
 potri = define("_linalg_potri", "linalg_potri", **EXPENSIVE, hint="potri", params=CholeskyParam, inputs=["A"],
-               infer_shape=_square_shape, infer_type=same_dtype)
+               infer_shape=square_rule(lambda a: [a]), infer_type=same_dtype)
 
 
 def cholesky_lower(b, a):
@@ -113,12 +100,12 @@ def cholesky_lower(b, a):
 
     def body(j, state):
         (low,) = state
-        lj = dynamic_slice(b, low, _lead(low) + [j, 0], batch + (1, n))
-        v = b.sub(dynamic_slice(b, a, _lead(a) + [0, j], batch + (n, 1)), matmul(b, low, lj, False, True))
-        d = b.sqrt(dynamic_slice(b, v, _lead(v) + [j, 0], batch + (1, 1)))
+        lj = dynamic_slice(b, low, lead_zeros(low) + [j, 0], batch + (1, n))
+        v = b.sub(dynamic_slice(b, a, lead_zeros(a) + [0, j], batch + (n, 1)), matmul(b, low, lj, False, True))
+        d = b.sqrt(dynamic_slice(b, v, lead_zeros(v) + [j, 0], batch + (1, 1)))
         col = b.div(v, b.broadcast_in_dim(d, batch + (n, 1), list(range(a.ndim))))
         below = b.compare(rows, b.broadcast_in_dim(j, rows.shape, []), "GE")
-        return [dynamic_update_slice(b, low, b.select(below, col, b.full_like(col, 0.0)), _lead(low) + [0, j])]
+        return [dynamic_update_slice(b, low, b.select(below, col, b.full_like(col, 0.0)), lead_zeros(low) + [0, j])]
 
     return while_loop(b, n, [b.full_like(a, 0.0)], body)[0]
 
@@ -143,9 +130,7 @@ def _potrf_grad(ctx, p: CholeskyParam, g, f):
 def _potri_lower(ctx, p: CholeskyParam, f):
     """(F F^T)^-1 from the lower factor F, (F^T F)^-1 from the upper one."""
     b = ctx.b
-    n = f.shape[-1]
-    eye = b.broadcast_in_dim(b.convert(b.compare(b.iota((n, n), 0), b.iota((n, n), 1), "EQ"), f.dtype),
-                             f.shape, [f.ndim - 2, f.ndim - 1])
+    eye = identity(b, f.shape, f.dtype)
     inv = triangular_solve(b, f, eye, 1.0, False, p.lower, False)
     return matmul(b, inv, inv, True, False) if p.lower else matmul(b, inv, inv, False, True)
 
@@ -179,16 +164,15 @@ def lq(b, a):
     m, n = a.shape[-2], a.shape[-1]
     batch = tuple(a.shape[:-2])
     cols = b.broadcast_in_dim(b.iota((1, n), 1), batch + (1, n), [a.ndim - 2, a.ndim - 1])
-    eye = b.broadcast_in_dim(b.convert(b.compare(b.iota((n, n), 0), b.iota((n, n), 1), "EQ"), a.dtype),
-                             batch + (n, n), [a.ndim - 2, a.ndim - 1])
+    eye = identity(b, batch + (n, n), a.dtype)
     one = list(range(a.ndim))
 
     def body(i, state):
         r, acc = state
         ib = b.broadcast_in_dim(i, cols.shape, [])
-        x = dynamic_slice(b, r, _lead(r) + [i, 0], batch + (1, n))
+        x = dynamic_slice(b, r, lead_zeros(r) + [i, 0], batch + (1, n))
         tail = b.select(b.compare(cols, ib, "GT"), x, b.full_like(x, 0.0))
-        alpha = dynamic_slice(b, x, _lead(x) + [0, i], batch + (1, 1))
+        alpha = dynamic_slice(b, x, lead_zeros(x) + [0, i], batch + (1, 1))
         xnorm2 = b.reduce(b.mul(tail, tail), [a.ndim - 1])                       # (..., 1)
         xnorm2 = b.reshape(xnorm2, batch + (1, 1))
         norm = b.sqrt(b.add(b.mul(alpha, alpha), xnorm2))
