@@ -124,15 +124,13 @@ def parse_params(cls: type | None, attrs: dict[str, str], op_name: str, node_nam
                 + f"\n, {where}")
         try:
             values[key] = _parse_value(hints[key], raw)
-        except ValueError as e:
+        except (ValueError, SyntaxError, TypeError) as e:
             if str(e).startswith("Invalid Input:"):     # an enum's own message, as dmlc's
                 raise AotexecError(f"{e}, {where}") from None
-            raise AotexecError(
-                f"Invalid Parameter format for {key} expect {type_name(hints[key])} but value='{raw}', {where}") from None
-        except (SyntaxError, TypeError) as e:
+            detail = f": {e}" if str(e) and not isinstance(e, ValueError) else ""    # dmlc's has none for numbers
             raise AotexecError(
                 f"Invalid Parameter format for {key} expect {type_name(hints[key])} but value='{raw}', {where}"
-                + (f": {e}" if str(e) else "")) from None
+                + detail) from None
     for name, f in fields.items():
         if name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise AotexecError(f"Required parameter {name} of {type_name(hints[name])} is not presented, {where}")
