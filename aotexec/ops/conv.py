@@ -194,9 +194,9 @@ def _nhwc_bias(b: Emitter, y: Value, bias: Value | None) -> Value:
 
 
 def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | None, out_shape) -> Value:
-    """Convolution, NHWC out: a direct NHWC convolution, or Winograd F(2x2, 3x3) for wide 3x3
-    stride-1 layers (``winograd.applies``; the data gradients stay direct: in ResNet-18's
-    training step Winograd there measured slower, 1.36 against 1.22-1.28 s).
+    """Convolution, NHWC out: a direct NHWC convolution, or Winograd F(2x2 / 4x4, 3x3) for wide
+    3x3 stride-1 layers (``winograd.tile``; the data gradients stay direct: in ResNet-18's
+    training step Winograd there measured slower with F(2x2), neutral with F(4x4)).
 
     One input channel gets a second, zero one (and zero weights for it): IREE 3.13 ran the
     3x3 one-channel convolution (16x1x32x32 -> 16) in 1.46 ms, with two channels in 0.125 ms.
@@ -220,8 +220,9 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
     if (one_axis(p.kernel) and not any_dynamic(x.shape)) or strided_as_im2col(p.kernel, stride, x.shape[3], out_shape):
         y = im2col_nhwc(b, x, _hwio(b, w), tuple(out_shape), stride, [(q, q) for q in pad], dilate)
         return _nhwc_bias(b, y, bias)
-    if winograd.applies(p.kernel, stride, dilate, x.shape[3], out_shape[3], x.shape):
-        y = winograd.conv3x3_nhwc(b, x, winograd.weight_transform(b, w), tuple(out_shape), pad)
+    m = winograd.tile(p.kernel, stride, dilate, x.shape[3], out_shape[3], x.shape)
+    if m:
+        y = winograd.conv3x3_nhwc(b, x, winograd.weight_transform(b, w, m), tuple(out_shape), pad, m)
         return _nhwc_bias(b, y, bias)
     if x.shape[3] == 1:
         x = b.pad(x, 0.0, (0, 0, 0, 0), (0, 0, 0, 1))
@@ -289,11 +290,14 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
             dx = _conv_nhwc_any_pad(b, g, wt, (n, h, wd, c), pads, stride, dilate)
     if not x_nhwc:
         dx = b.transpose(dx, TO_NCHW)
-    # weight: one (N*OH*OW)-contraction per kernel offset, of g with the offset's input slice
-    need = [(k - 1) * d + (gi - 1) * s + 1 for k, d, s, gi in zip(kernel, dilate, stride, (oh, ow))]
-    xp = b.pad(xl, 0.0, (0, pad[0], pad[1], 0),
-               (0, max(need[0] - pad[0] - h, 0), max(need[1] - pad[1] - wd, 0), 0))
-    if kernel[0] * kernel[1] <= MAX_OFFSETS:
+    # weight: Winograd's tile products (3x3, stride 1), else one (N*OH*OW)-contraction per kernel
+    # offset, of g with the offset's input slice
+    if winograd.weight_grad_applies(kernel, stride, dilate, c, o, g.shape):
+        dw = winograd.weight_grad(b, xl, g, pad, 4)
+    elif kernel[0] * kernel[1] <= MAX_OFFSETS:
+        need = [(k - 1) * d + (gi - 1) * s + 1 for k, d, s, gi in zip(kernel, dilate, stride, (oh, ow))]
+        xp = b.pad(xl, 0.0, (0, pad[0], pad[1], 0),
+                   (0, max(need[0] - pad[0] - h, 0), max(need[1] - pad[1] - wd, 0), 0))
         dw = weight_grad_offsets(b, xp, g, kernel, stride, dilate)
     else:   # the direct form (conv_forms.weight_grad_form), from NCHW views IREE folds into its own transposes
         dw = weight_grad(b, b.transpose(xl, TO_NCHW), b.transpose(g, TO_NCHW), kernel, stride, dilate, pad, 1)

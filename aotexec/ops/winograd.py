@@ -1,12 +1,14 @@
-"""Winograd F(2x2, 3x3): a 3x3, stride-1 NHWC convolution with 2.25x fewer multiplies.
+"""Winograd F(m x m, 3x3), m = 2 or 4: a 3x3, stride-1 NHWC convolution with 2.25x (m = 2)
+or 4x (m = 4) fewer multiplies than the direct form.
 
-Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks" (2016): each 2x2 output
-tile is A^T [(G g G^T) * (B^T d B)] A for the 4x4 input tile d around it. Written in
-StableHLO so IREE sees three ordinary pieces: the input transform (strided slices and
-adds; IREE 3.13 splits it into several elementwise dispatches and packs V for the matmul),
-16 independent (C x F) matmuls batched in one ``dot_general``, and the output transform
-(adds, an interleave into NHWC). The weight
-transform is two small matmuls with constant matrices (hoisted when the weight is resident).
+Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks" (2016): each m x m output
+tile is A^T [(G g G^T) * (B^T d B)] A for the (m + 2) x (m + 2) input tile d around it.
+Written in StableHLO so IREE sees three ordinary pieces: the input transform (one axis at a
+time: strided slices of the whole map and their weighted sums, stacked on a leading axis),
+(m + 2)^2 independent (C x F) matmuls batched in one ``dot_general``, and the output transform
+(the same, then one transpose into NHWC). The weight transform is the same weighted sums
+on the 3x3 kernel (hoisted into the initializer when the weight is resident). The weight
+gradient differentiates the same identity (``weight_grad``).
 """
 from __future__ import annotations
 
@@ -15,72 +17,144 @@ import numpy as np
 from ..emitter import Emitter, Value
 from ..symbolic import any_dynamic
 
-# where it pays (llvm-cpu, docs/PERFORMANCE.md): layers of >= 128 channels (batch 16: 28x28x128
+# where F(2x2) pays (llvm-cpu, docs/PERFORMANCE.md): layers of >= 128 channels (batch 16: 28x28x128
 # 36 -> 31 ms, 14x14x256 35 -> 23, 7x7x512 41 -> 24), and 64-channel ones while the transformed
 # input tiles (16 x tiles x channels floats) stay in cache (56x56x64 at batch 1: 2.24 -> 1.79 ms;
 # at batch 16, 51 MB of tiles, 36 -> 44 ms; SqueezeNet's 64-channel expand layers: b16 110 -> 98 ms)
 MIN_CHANNELS = 128
 MIN_CHANNELS_SMALL = 64
 SMALL_TILES_BYTES = 4 << 20
+# F(4x4) where its 36 matmuls have rows enough to be compute-bound (ResNet-18 / 50 at batch 16:
+# 7-9% faster); with few tiles they read 36/16 as many transformed weights as F(2x2) for the
+# same outputs (batch 1's 7x7 and 14x14 maps: slower)
+MIN_TILES_F4 = 64
+# weight gradients of 3x3 stride-1 layers from 64 channels as F(4x4) tile products: ResNet-18's
+# batch-16 training step 8% faster than one contraction per kernel offset (which packs each
+# offset's window: 9x the input through memory); F(2x2) there was slower than per offset
+WEIGHT_GRAD_MIN_CHANNELS = 64
+
+# (B^T, G, A^T) per output tile size m; F(4x4, 3x3) with the interpolation points 0, +-1, +-2
+TRANSFORMS = {
+    2: (np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]),
+        np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]]),
+        np.array([[1, 1, 1, 0], [0, 1, -1, -1]])),
+    4: (np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                  [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]),
+        np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                  [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]),
+        np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]])),
+}
 
 
-def applies(kernel, stride, dilate, channels_in: int, channels_out: int, shape) -> bool:
-    """Whether a 2-D convolution of the NHWC input ``shape`` runs as Winograd F(2x2, 3x3):
-    3x3, stride 1, undilated, static, and wide enough."""
+def tile(kernel, stride, dilate, channels_in: int, channels_out: int, shape) -> int:
+    """The output tile size m when a 2-D convolution of the NHWC input ``shape`` runs as
+    Winograd F(m x m, 3x3) (3x3, stride 1, undilated, static, wide enough), else 0."""
     if not (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilate) == (1, 1)
             and not any_dynamic(shape)):
-        return False
+        return 0
     c = min(channels_in, channels_out)
     n, h, w = shape[:3]
+    if c >= MIN_CHANNELS:
+        return 4 if n * -(-h // 4) * -(-w // 4) >= MIN_TILES_F4 else 2
     tiles = 16 * n * ((h + 1) // 2) * ((w + 1) // 2) * channels_in * 4
-    return c >= MIN_CHANNELS or (c >= MIN_CHANNELS_SMALL and tiles <= SMALL_TILES_BYTES)
+    return 2 if c >= MIN_CHANNELS_SMALL and tiles <= SMALL_TILES_BYTES else 0
 
 
-B_T = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
-G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
-A_T = ((1, 1, 1, 0), (0, 1, -1, -1))
+def weight_grad_applies(kernel, stride, dilate, channels_in: int, channels_out: int, g_shape) -> bool:
+    """Whether a 2-D convolution's weight gradient runs as ``weight_grad`` (F(4x4))."""
+    return (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilate) == (1, 1)
+            and not any_dynamic(g_shape) and min(channels_in, channels_out) >= WEIGHT_GRAD_MIN_CHANNELS)
 
 
-def _combine(b: Emitter, terms: list[Value], coeffs) -> Value:
-    """sum_i coeffs[i] * terms[i] for coefficients in {-1, 0, 1}, one op per term after the
-    first (a positive one)."""
+def _combine(b: Emitter, terms: list[Value], coeffs, scaled: dict) -> Value:
+    """sum_i coeffs[i] * terms[i]: adds and subtracts, and a multiply per term and coefficient
+    magnitude other than 1, shared through ``scaled`` (as their splats) by the sums of one transform."""
     pairs = sorted(((k, t) for t, k in zip(terms, coeffs) if k), key=lambda kt: -kt[0])
-    acc = pairs[0][1] if pairs[0][0] == 1 else b.neg(pairs[0][1])
-    for k, t in pairs[1:]:
-        acc = b.add(acc, t) if k == 1 else b.sub(acc, t)
+    acc = None
+    for k, t in pairs:
+        if abs(k) != 1:
+            k_abs = abs(float(k))
+            if (k_abs, t.shape) not in scaled:
+                scaled[k_abs, t.shape] = b.full_like(t, k_abs)
+            if (k_abs, t.name) not in scaled:
+                scaled[k_abs, t.name] = b.mul(t, scaled[k_abs, t.shape])
+            t = scaled[k_abs, t.name]
+        acc = (t if k > 0 else b.neg(t)) if acc is None else (b.add(acc, t) if k > 0 else b.sub(acc, t))
     return acc
 
 
-def weight_transform(b: Emitter, w: Value) -> Value:
-    """(16, C, F) from an OIHW (F, C, 3, 3) weight: U[4a+b] = (G w G^T)[a, b]."""
+def _stack(b: Emitter, xs: list[Value]) -> Value:
+    return b.concatenate([b.reshape(x, (1, *x.shape)) for x in xs], 0)
+
+
+def _transform(b: Emitter, x: Value, axis: int, count: int, step: int, mat) -> Value:
+    """Rows a of ``mat`` applied along ``axis`` to ``count`` windows of ``x`` taken every
+    ``step``: out[a, ..., k, ...] = sum_i mat[a, i] x[..., step k + i, ...], stacked on a new axis 0."""
+    windows = []
+    for i in range(mat.shape[1]):
+        start = [0] * x.ndim
+        limit = list(x.shape)
+        strides = [1] * x.ndim
+        start[axis], limit[axis], strides[axis] = i, i + step * (count - 1) + 1, step
+        windows.append(b.slice(x, start, limit, strides))
+    scaled: dict = {}
+    return _stack(b, [_combine(b, windows, row, scaled) for row in mat])
+
+
+def weight_transform(b: Emitter, w: Value, m: int = 2) -> Value:
+    """((m+2)^2, C, F) from an OIHW (F, C, 3, 3) weight: U[(m+2) b + a] = (G w G^T)[a, b]
+    (weighted sums, not matmuls: a contraction of 3 ran as its own slow dispatch in training)."""
     f, c = w.shape[:2]
-    g = b.constant(G.astype(w.dtype), G.shape, w.dtype)
-    t = b.dot_general(g, w, contract=([1], [2]))                     # (4, F, C, 3): sum_i G[a,i] w[f,c,i,j]
-    u = b.dot_general(t, g, contract=([3], [1]))                     # (4, F, C, 4)
-    u = b.transpose(u, (0, 3, 2, 1))                                 # (4a, 4b, C, F)
-    return b.reshape(u, (16, c, f))
+    g_mat = TRANSFORMS[m][1].astype(w.dtype)
+    u = _transform(b, _transform(b, w, 2, 1, 1, g_mat), 4, 1, 1, g_mat)       # (Tb, Ta, F, C, 1, 1)
+    t = g_mat.shape[0]
+    return b.reshape(b.transpose(b.reshape(u, (t * t, f, c)), (0, 2, 1)), (t * t, c, f))
 
 
-def conv3x3_nhwc(b: Emitter, x: Value, u: Value, out_shape, pad: tuple[int, int]) -> Value:
+def conv3x3_nhwc(b: Emitter, x: Value, u: Value, out_shape, pad: tuple[int, int], m: int = 2) -> Value:
     """NHWC ``x`` (N, H, W, C) convolved (stride 1, undilated) with transformed weights
-    ``u`` (16, C, F), padded by ``pad``; ``out_shape`` (N, OH, OW, F)."""
+    ``u`` ((m+2)^2, C, F), padded by ``pad``; ``out_shape`` (N, OH, OW, F)."""
+    b_t, _, a_t = TRANSFORMS[m]
+    t = m + 2
     n, oh, ow, f = out_shape
     c = x.shape[3]
-    th, tw = -(-oh // 2), -(-ow // 2)
+    th, tw = -(-oh // m), -(-ow // m)
     xp = b.pad(x, 0.0, (0, pad[0], pad[1], 0),
-               (0, 2 * th + 2 - x.shape[1] - pad[0], 2 * tw + 2 - x.shape[2] - pad[1], 0))
-    d = [[b.slice(xp, (0, i, j, 0), (n, i + 2 * th - 1, j + 2 * tw - 1, c), (1, 2, 2, 1)) for j in range(4)]
-         for i in range(4)]                                          # d[i][j]: (N, TH, TW, C)
-    rows = [[_combine(b, [d[i][j] for i in range(4)], B_T[a]) for j in range(4)] for a in range(4)]
+               (0, m * th + 2 - x.shape[1] - pad[0], m * tw + 2 - x.shape[2] - pad[1], 0))
+    rows = _transform(b, xp, 1, th, m, b_t)                          # (Ta, N, TH, W', C)
+    v = _transform(b, rows, 3, tw, m, b_t)                           # (Tb, Ta, N, TH, TW, C)
     p = n * th * tw
-    v = [b.reshape(_combine(b, rows[a], B_T[bb]), (1, p, c)) for a in range(4) for bb in range(4)]
-    m = b.dot_general(b.concatenate(v, 0), u, contract=([2], [1]), batch=([0], [0]))   # (16, P, F)
-    ms = [[b.slice(m, (4 * a + bb, 0, 0), (4 * a + bb + 1, p, f)) for bb in range(4)] for a in range(4)]
-    cols = [[_combine(b, ms[a], A_T[v_]) for v_ in range(2)] for a in range(4)]        # (1, P, F) each
-    ys = [b.reshape(_combine(b, [cols[a][v_] for a in range(4)], A_T[u_]), (n, th, 1, tw, 1, f))
-          for u_ in range(2) for v_ in range(2)]
-    y = b.concatenate([b.concatenate(ys[0:2], 4), b.concatenate(ys[2:4], 4)], 2)         # (N, TH, 2, TW, 2, F)
-    y = b.reshape(y, (n, 2 * th, 2 * tw, f))
-    if (2 * th, 2 * tw) != (oh, ow):
+    mm = b.dot_general(b.reshape(v, (t * t, p, c)), u, contract=([2], [1]), batch=([0], [0]))   # (T^2, P, F)
+    mm = b.reshape(mm, (t, t, p, f))                                 # (Tb, Ta, P, F)
+    cols = _transform(b, mm, 1, 1, 1, a_t)                           # (u, Tb, 1, P, F)
+    y = _transform(b, b.reshape(cols, (m, t, p, f)), 1, 1, 1, a_t)   # (v, u, 1, P, F)
+    y = b.transpose(b.reshape(y, (m, m, n, th, tw, f)), (2, 3, 1, 4, 0, 5))   # (N, TH, u, TW, v, F)
+    y = b.reshape(y, (n, m * th, m * tw, f))
+    if (m * th, m * tw) != (oh, ow):
         y = b.slice(y, (0, 0, 0, 0), (n, oh, ow, f))
     return y
+
+
+def weight_grad(b: Emitter, x: Value, g: Value, pad: tuple[int, int], m: int) -> Value:
+    """d weight (OIHW (F, C, 3, 3)) of the 3x3 stride-1 convolution of NHWC ``x`` padded by
+    ``pad`` from its NHWC head gradient ``g``: the forward's identity differentiated,
+    dU = sum over tiles of (B^T d B) * (A g A^T) (one batched matmul contracting the tiles),
+    then dW = G^T dU G. (m + 2)^2 / (9 m^2) of the direct form's multiplies."""
+    b_t, g_mat, a_t = TRANSFORMS[m]
+    t = m + 2
+    n, oh, ow, f = g.shape
+    c = x.shape[3]
+    th, tw = -(-oh // m), -(-ow // m)
+    xp = b.pad(x, 0.0, (0, pad[0], pad[1], 0),
+               (0, m * th + 2 - x.shape[1] - pad[0], m * tw + 2 - x.shape[2] - pad[1], 0))
+    v = _transform(b, _transform(b, xp, 1, th, m, b_t), 3, tw, m, b_t)          # (Tb, Ta, N, TH, TW, C)
+    gp = b.pad(g, 0.0, (0, 0, 0, 0), (0, m * th - oh, m * tw - ow, 0))
+    dy = _transform(b, _transform(b, gp, 1, th, m, a_t.T), 3, tw, m, a_t.T)     # (Tb, Ta, N, TH, TW, F)
+    p = n * th * tw
+    # tiles innermost: the (C x P) (P x F)^T products in the layout IREE's matmuls pack directly
+    du = b.dot_general(b.transpose(b.reshape(v, (t * t, p, c)), (0, 2, 1)),
+                       b.transpose(b.reshape(dy, (t * t, p, f)), (0, 2, 1)),
+                       contract=([2], [2]), batch=([0], [0]))                    # (T^2, C, F)
+    g_t = g_mat.T.astype(x.dtype)
+    dw = _transform(b, _transform(b, b.reshape(du, (t, t, c, f)), 1, 1, 1, g_t), 1, 1, 1, g_t)   # (3j, 3i, 1, 1, C, F)
+    return b.transpose(b.reshape(dw, (3, 3, c, f)), (3, 2, 1, 0))
