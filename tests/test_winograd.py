@@ -76,7 +76,7 @@ def _pooled_net(pad: int, f: int):
 @pytest.mark.parametrize("shape,pad", [((2, 64, 6, 8), 1),       # whole 4x4 tiles
                                        ((2, 64, 5, 7), 1),       # cropped tiles; pixels the pooling drops
                                        ((1, 96, 9, 6), 0)])      # valid convolution, 7x4 out
-def test_winograd_weight_gradient_matches_numpy(shape, pad):
+def test_winograd_weight_and_data_gradients_match_numpy(shape, pad):
     rng = np.random.default_rng(5)
     f = 80
     x = rng.uniform(-1, 1, shape).astype(np.float32)
@@ -109,6 +109,8 @@ def test_winograd_weight_gradient_matches_numpy(shape, pad):
     got = ex.grad_dict["conv_weight"].asnumpy()
     assert calls == [4], calls        # the tile-product form, F(4x4)
     assert np.abs(got - dw).max() / np.abs(dw).max() < 1e-5
+    dx = _conv_nchw(g, np.flip(w64, (2, 3)).transpose(1, 0, 2, 3), 2 - pad)    # Winograd too
+    assert np.abs(ex.grad_dict["data"].asnumpy() - dx).max() / np.abs(dx).max() < 1e-5
     np.testing.assert_allclose(ex.grad_dict["conv_bias"].asnumpy(), g.sum((0, 2, 3)), rtol=1e-4, atol=1e-6)
 
 
