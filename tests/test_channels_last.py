@@ -86,10 +86,15 @@ def test_channels_last_convolution_gradients(name):
     check_numeric_gradient(_net(name), _location(name, rng))
 
 
-def test_small_map_data_gradient_as_im2col_matches_numpy():
+def test_small_map_data_gradient_as_im2col_matches_numpy(monkeypatch):
     """A 3x3 stride-1 layer of 256 channels on a 5x5 map (conv -> square -> global average, so
     its head gradient arrives channels-last): the data gradient is im2col + one matmul
-    (conv_forms.small_map_im2col); both gradients against numpy sums over the offsets."""
+    (conv_forms.small_map_im2col; Winograd off, which takes such 3x3 layers first and is tested in
+    test_winograd.py); both gradients against numpy sums over the offsets."""
+    from aotexec.ops import winograd
+    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1 << 30)
+    monkeypatch.setattr(winograd, "MIN_CHANNELS_SMALL", 1 << 30)
+    monkeypatch.setattr(winograd, "WEIGHT_GRAD_MIN_CHANNELS", 1 << 30)
     rng = np.random.default_rng(5)
     n, c, f, h, w = 2, 256, 256, 5, 5
     x, wt = rng.uniform(-1, 1, (n, c, h, w)), rng.uniform(-1, 1, (f, c, 3, 3)) / 48
