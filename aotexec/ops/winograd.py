@@ -101,6 +101,17 @@ def _transform(b: Emitter, x: Value, axis: int, count: int, step: int, mat) -> V
     return _stack(b, [_combine(b, windows, row, scaled) for row in mat])
 
 
+def _input_tiles(b: Emitter, x: Value, pad: tuple[int, int], th: int, tw: int, m: int) -> Value:
+    """B^T d B of every (m+2) x (m+2) input tile d of NHWC ``x`` padded by ``pad`` (zeros up to
+    th x tw whole tiles): ((m+2)^2, N * TH * TW, C), index (m+2) b + a."""
+    b_t = TRANSFORMS[m][0]
+    t = m + 2
+    xp = b.pad(x, 0.0, (0, pad[0], pad[1], 0),
+               (0, m * th + 2 - x.shape[1] - pad[0], m * tw + 2 - x.shape[2] - pad[1], 0))
+    v = _transform(b, _transform(b, xp, 1, th, m, b_t), 3, tw, m, b_t)          # (Tb, Ta, N, TH, TW, C)
+    return b.reshape(v, (t * t, x.shape[0] * th * tw, x.shape[3]))
+
+
 def weight_transform(b: Emitter, w: Value, m: int = 2) -> Value:
     """((m+2)^2, C, F) from an OIHW (F, C, 3, 3) weight: U[(m+2) b + a] = (G w G^T)[a, b]
     (weighted sums, not matmuls: a contraction of 3 ran as its own slow dispatch in training)."""
@@ -114,17 +125,12 @@ def weight_transform(b: Emitter, w: Value, m: int = 2) -> Value:
 def conv3x3_nhwc(b: Emitter, x: Value, u: Value, out_shape, pad: tuple[int, int], m: int = 2) -> Value:
     """NHWC ``x`` (N, H, W, C) convolved (stride 1, undilated) with transformed weights
     ``u`` ((m+2)^2, C, F), padded by ``pad``; ``out_shape`` (N, OH, OW, F)."""
-    b_t, _, a_t = TRANSFORMS[m]
+    a_t = TRANSFORMS[m][2]
     t = m + 2
     n, oh, ow, f = out_shape
-    c = x.shape[3]
     th, tw = -(-oh // m), -(-ow // m)
-    xp = b.pad(x, 0.0, (0, pad[0], pad[1], 0),
-               (0, m * th + 2 - x.shape[1] - pad[0], m * tw + 2 - x.shape[2] - pad[1], 0))
-    rows = _transform(b, xp, 1, th, m, b_t)                          # (Ta, N, TH, W', C)
-    v = _transform(b, rows, 3, tw, m, b_t)                           # (Tb, Ta, N, TH, TW, C)
     p = n * th * tw
-    mm = b.dot_general(b.reshape(v, (t * t, p, c)), u, contract=([2], [1]), batch=([0], [0]))   # (T^2, P, F)
+    mm = b.dot_general(_input_tiles(b, x, pad, th, tw, m), u, contract=([2], [1]), batch=([0], [0]))   # (T^2, P, F)
     mm = b.reshape(mm, (t, t, p, f))                                 # (Tb, Ta, P, F)
     cols = _transform(b, mm, 1, 1, 1, a_t)                           # (u, Tb, 1, P, F)
     y = _transform(b, b.reshape(cols, (m, t, p, f)), 1, 1, 1, a_t)   # (v, u, 1, P, F)
@@ -140,19 +146,17 @@ def weight_grad(b: Emitter, x: Value, g: Value, pad: tuple[int, int], m: int) ->
     ``pad`` from its NHWC head gradient ``g``: the forward's identity differentiated,
     dU = sum over tiles of (B^T d B) * (A g A^T) (one batched matmul contracting the tiles),
     then dW = G^T dU G. (m + 2)^2 / (9 m^2) of the direct form's multiplies."""
-    b_t, g_mat, a_t = TRANSFORMS[m]
+    _, g_mat, a_t = TRANSFORMS[m]
     t = m + 2
     n, oh, ow, f = g.shape
     c = x.shape[3]
     th, tw = -(-oh // m), -(-ow // m)
-    xp = b.pad(x, 0.0, (0, pad[0], pad[1], 0),
-               (0, m * th + 2 - x.shape[1] - pad[0], m * tw + 2 - x.shape[2] - pad[1], 0))
-    v = _transform(b, _transform(b, xp, 1, th, m, b_t), 3, tw, m, b_t)          # (Tb, Ta, N, TH, TW, C)
+    v = _input_tiles(b, x, pad, th, tw, m)                                       # (T^2, P, C)
     gp = b.pad(g, 0.0, (0, 0, 0, 0), (0, m * th - oh, m * tw - ow, 0))
     dy = _transform(b, _transform(b, gp, 1, th, m, a_t.T), 3, tw, m, a_t.T)     # (Tb, Ta, N, TH, TW, F)
     p = n * th * tw
     # tiles innermost: the (C x P) (P x F)^T products in the layout IREE's matmuls pack directly
-    du = b.dot_general(b.transpose(b.reshape(v, (t * t, p, c)), (0, 2, 1)),
+    du = b.dot_general(b.transpose(v, (0, 2, 1)),
                        b.transpose(b.reshape(dy, (t * t, p, f)), (0, 2, 1)),
                        contract=([2], [2]), batch=([0], [0]))                    # (T^2, C, F)
     g_t = g_mat.T.astype(x.dtype)
