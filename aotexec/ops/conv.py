@@ -279,7 +279,6 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
         dx = strided_data_grad_nhwc(b, g, w, (n, h, wd, c), kernel, stride, pad)
     else:
         # g convolved (lhs-dilated by the stride) with the flipped weight, in/out swapped
-        wt = b.fence(b.transpose(b.reverse(w, [2, 3]), (2, 3, 0, 1)))              # (KH, KW, O, C)
         pads = [(d * (k - 1) - q, xi - s * (gi - 1) - 1 + q)
                 for xi, gi, k, s, d, q in zip((h, wd), (oh, ow), kernel, stride, dilate, pad)]
         m = winograd.tile(kernel, stride, dilate, o, c, g.shape)
@@ -287,11 +286,13 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
             w_flip = b.transpose(b.reverse(w, [2, 3]), (1, 0, 2, 3))                  # (C, O, 3, 3)
             dx = winograd.conv3x3_nhwc(b, g, winograd.weight_transform(b, w_flip, m), (n, h, wd, c),
                                        (pads[0][0], pads[1][0]), m)
-        elif all(s == 1 for s in stride) and not any_dynamic(g.shape) and (
-                one_axis(kernel) or small_map_im2col(kernel, g.shape, c)):
-            dx = im2col_nhwc(b, g, wt, (n, h, wd, c), (1, 1), pads, dilate)
         else:
-            dx = _conv_nhwc_any_pad(b, g, wt, (n, h, wd, c), pads, stride, dilate)
+            wt = b.fence(b.transpose(b.reverse(w, [2, 3]), (2, 3, 0, 1)))          # (KH, KW, O, C)
+            if all(s == 1 for s in stride) and not any_dynamic(g.shape) and (
+                    one_axis(kernel) or small_map_im2col(kernel, g.shape, c)):
+                dx = im2col_nhwc(b, g, wt, (n, h, wd, c), (1, 1), pads, dilate)
+            else:
+                dx = _conv_nhwc_any_pad(b, g, wt, (n, h, wd, c), pads, stride, dilate)
     if not x_nhwc:
         dx = b.transpose(dx, TO_NCHW)
     # weight: Winograd's tile products (3x3, stride 1), else one (N*OH*OW)-contraction per kernel

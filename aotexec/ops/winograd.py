@@ -46,11 +46,15 @@ TRANSFORMS = {
 }
 
 
+def _stride1_3x3(kernel, stride, dilate, shape) -> bool:
+    return (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilate) == (1, 1)
+            and not any_dynamic(shape))
+
+
 def tile(kernel, stride, dilate, channels_in: int, channels_out: int, shape) -> int:
     """The output tile size m when a 2-D convolution of the NHWC input ``shape`` runs as
     Winograd F(m x m, 3x3) (3x3, stride 1, undilated, static, wide enough), else 0."""
-    if not (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilate) == (1, 1)
-            and not any_dynamic(shape)):
+    if not _stride1_3x3(kernel, stride, dilate, shape):
         return 0
     c = min(channels_in, channels_out)
     n, h, w = shape[:3]
@@ -62,8 +66,7 @@ def tile(kernel, stride, dilate, channels_in: int, channels_out: int, shape) -> 
 
 def weight_grad_applies(kernel, stride, dilate, channels_in: int, channels_out: int, g_shape) -> bool:
     """Whether a 2-D convolution's weight gradient runs as ``weight_grad`` (F(4x4))."""
-    return (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilate) == (1, 1)
-            and not any_dynamic(g_shape) and min(channels_in, channels_out) >= WEIGHT_GRAD_MIN_CHANNELS)
+    return _stride1_3x3(kernel, stride, dilate, g_shape) and min(channels_in, channels_out) >= WEIGHT_GRAD_MIN_CHANNELS
 
 
 def _combine(b: Emitter, terms: list[Value], coeffs, scaled: dict) -> Value:
