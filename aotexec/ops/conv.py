@@ -293,6 +293,11 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
                 dx = im2col_nhwc(b, g, wt, (n, h, wd, c), (1, 1), pads, dilate)
             else:
                 dx = _conv_nhwc_any_pad(b, g, wt, (n, h, wd, c), pads, stride, dilate)
+    if b.fenced_pointwise_grads and tuple(kernel) == (1, 1):
+        # the fallback form for IREE 3.13's codegen rejecting this matmul with a BatchNorm gradient
+        # fused as a multi-result consumer (DenseNet-121's dense layers: ``compile_with_fallback``);
+        # 1-12% slower where that compiles (MobileNet v1 / v2, ResNet-50 training)
+        dx = b.barrier(dx)
     if not x_nhwc:
         dx = b.transpose(dx, TO_NCHW)
     # weight: Winograd's tile products (3x3, stride 1), else one (N*OH*OW)-contraction per kernel

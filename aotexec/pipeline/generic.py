@@ -126,17 +126,18 @@ def compile_generic(skey: str, symbol, typing: Typing, modes: Sequence[str], opt
                 sym_typing = infer(g, {n: symbolic_shape(n, s, pins) for n, s in shapes.items()}, dtypes)
                 lower = functools.partial(entry_points, symbol, sym_typing, modes, reqs, mirror, None,
                                           channels_last=options.layout == "nhwc", resident=(), planned=False)
-                built = {reductions: lower(reductions=reductions)}
+                built = {(reductions, False): lower(reductions=reductions)}
             if trace.pinned == pins:
                 break
             pins = dict(trace.pinned)
         else:
             return _unsupported(skey, f"its pins did not settle in {MAX_TRACES} traces")
 
-        def build(reductions: str):   # the settled trace's module, not lowered again
-            if reductions not in built:
-                built[reductions] = lower(reductions=reductions)
-            return built[reductions]
+        def build(reductions: str, fenced_pointwise_grads: bool = False):   # the settled trace's module
+            form = (reductions, fenced_pointwise_grads)
+            if form not in built:
+                built[form] = lower(reductions=reductions, fenced_pointwise_grads=fenced_pointwise_grads)
+            return built[form]
         with tracing(trace):
             vmfb, spec = compile_fn(build, opts)
     except CompileError as e:
