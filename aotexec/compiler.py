@@ -65,6 +65,7 @@ class CompileOptions:
     data_tiling: bool = True  # off by default in IREE; llvm-cpu only
     large_vectors: bool = False  # llvm-cpu: let codegen keep vectors over its size check (a fallback)
     pads_into_consumers: bool = False  # llvm-cpu: fuse each tensor.pad into its consumer (``PADS_INTO_CONSUMERS_FLAG``)
+    multi_use_fusion: bool = True  # off: producers with several users stay out of consumers' dispatches (a fallback)
     extra_flags: tuple[str, ...] = ()
 
 
@@ -72,6 +73,7 @@ CONST_EXPR_GROWTH_BYTES = 1 << 40
 # a global (not session) LLVM option: only iree-compile, the subprocess, takes it
 LARGE_VECTORS_FLAG = "--iree-llvmcpu-fail-on-large-vector=false"
 PADS_INTO_CONSUMERS_FLAG = "--iree-dispatch-creation-enable-fuse-padding-into-linalg-consumer-ops"
+NO_MULTI_USE_FUSION_FLAG = "--iree-dispatch-creation-fuse-multi-use=false"
 
 
 def iree_flags(opts: CompileOptions) -> list[str]:
@@ -110,6 +112,8 @@ def iree_flags(opts: CompileOptions) -> list[str]:
         ]
     else:
         raise AotexecError(f"unknown compile target {opts.target!r}; expected one of {', '.join(TARGETS)}")
+    if not opts.multi_use_fusion:
+        flags.append(NO_MULTI_USE_FUSION_FLAG)
     return flags + list(opts.extra_flags)
 
 

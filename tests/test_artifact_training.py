@@ -162,6 +162,23 @@ def test_training_artifact_for_two_targets(tmp_path):
                                        err_msg=f"{ctx} {n}")
 
 
+def test_cuda_training_artifact_of_a_depthwise_net_compiles(tmp_path):
+    """IREE 3.13's CUDA backend rejects the training module of a conv-depthwise-BatchNorm net
+    ("failed to distribute"; MobileNet v1 / v2: "does not dominate this use"); it is compiled
+    again without multi-use fusion (``compile_with_fallback``). Compiled here (no GPU)."""
+    S = ax.sym
+    x = S.Convolution(S.Variable("data"), kernel=(3, 3), pad=(1, 1), num_filter=8, no_bias=True, name="c0")
+    x = S.Activation(S.BatchNorm(x, name="bn0"), act_type="relu")
+    x = S.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=8, num_group=8, no_bias=True, name="dw")
+    x = S.Activation(S.BatchNorm(x, name="bn1"), act_type="relu")
+    x = S.Pooling(S.Convolution(x, kernel=(1, 1), num_filter=16, no_bias=True, name="pw"),
+                  global_pool=True, pool_type="avg", kernel=(1, 1))
+    sym = S.SoftmaxOutput(S.FullyConnected(S.Flatten(x), num_hidden=10, name="fc"), name="softmax")
+    art = ax.compile(sym, {"data": (2, 3, 16, 16), "softmax_label": (2,)}, grad_req="write",
+                     targets=("cuda",), out=tmp_path / "gpu")
+    assert {"forward_train", "backward", "train_step"} <= set(art.specs[0]["cuda"].entries)
+
+
 def test_cuda_training_artifact_of_a_conv_net_compiles(tmp_path):
     """CUDA with the default recomputation (mirror 'auto'): IREE 3.13's CUDA
     codegen failed to bufferize Emitter.after's one-element read in train_step. Compiled here

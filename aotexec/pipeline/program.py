@@ -134,6 +134,11 @@ LARGE_VECTORS_TIMEOUT_S = 120.0
 # training step (2x16x16x16 f32, 32 KB) compiles with the check off in ~50 s and runs 1-12% faster
 # than fenced; with DenseNet-121's (2x28x16x16 at CI size, 7x12x16x16 at b16) LLVM ran past 120 s.
 LARGE_VECTOR_BYTES = 32768
+# IREE 3.13 on CUDA, training modules with depthwise layers (NCHW forms): dispatch formation fused
+# a depthwise weight gradient's reduction into a region its operand is not defined in (MobileNet
+# v1 / v2, CI-sized and b16), or codegen failed to distribute a dispatch (a conv-depthwise-BN net);
+# without multi-use fusion both compile
+MULTI_USE_FUSION_ERRORS = ("does not dominate this use", "op failed to distribute")
 _VECTOR = re.compile(r"vector<((?:\d+x)+)(?:f|i|bf)(\d+)>")
 
 
@@ -180,6 +185,10 @@ def compile_with_fallback(build, reductions: str, opts: CompileOptions, options:
 
 def _fallback(build, text: str, spec, first: CompileError, reductions: str, opts: CompileOptions, options: Options):
     """The forms ``compile_with_fallback`` tries after ``text`` failed with ``first``."""
+    if opts.multi_use_fusion and any(m in line for line in first.lines for m in MULTI_USE_FUSION_ERRORS):
+        _log.warning("IREE's dispatch formation broke the module (%s); compiling it without multi-use fusion",
+                     _first_line(first))
+        return compile_mlir(text, dataclasses.replace(opts, multi_use_fusion=False), options=options), spec
     if opts.target == "llvm-cpu" and not opts.large_vectors and _rejected_vector_bytes(first) > LARGE_VECTOR_BYTES:
         _log.warning("IREE rejected %d-byte vectors (%s); compiling the module with its 1x1 data gradients "
                      "fenced", _rejected_vector_bytes(first), _first_line(first))
