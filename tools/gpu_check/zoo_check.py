@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,26 +23,16 @@ HERE = Path(__file__).resolve().parent
 ROOT = Path(os.environ.get("DEVCHECK_ROOT", HERE.parent))
 sys.path.insert(0, str(ROOT / "tests"))
 from zoo_params import FLOOR, relative_error  # noqa: E402  (numpy only)
+sys.path.insert(0, str(HERE))
+from check import median_ms  # noqa: E402
 
 ZOO = ROOT / "tests" / "data" / "zoo"
 RTOL = 1e-4
-N_WARM, N_TIME = 2, 10
 
 
 def _arrays(net: str, name: str) -> dict[str, np.ndarray]:
     with np.load(ZOO / net / f"{name}.npz", allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
-
-
-def _median_ms(fn) -> float:
-    for _ in range(N_WARM):
-        fn()
-    ts = []
-    for _ in range(N_TIME):
-        t0 = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return round(statistics.median(ts), 3)
 
 
 def check_net(ax, net: str, ctx) -> dict:
@@ -95,7 +84,7 @@ def check_net(ax, net: str, ctx) -> dict:
                 g.wait_to_read()
     rec = {"net": net, "data": list(inputs["data"].shape), "arrays": len(errors), "failed": bad,
            "worst": max(errors.items(), key=lambda kv: kv[1]), "first_s": first_s,
-           "infer_ms": _median_ms(infer), "train_ms": _median_ms(train)}
+           "infer_ms": round(median_ms(infer), 3), "train_ms": round(median_ms(train), 3)}
     for name, value in aux0.items():      # leave the moving statistics as bound
         ex.aux_dict[name][:] = value
     return rec
