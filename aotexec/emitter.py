@@ -64,12 +64,12 @@ class Emitter(DynamicDims):
     """Appends generic-form ops to a function body."""
 
     def __init__(self, indent: str = "    ", reductions: str = "blocks", target: str = "llvm-cpu",
-                 fenced_pointwise_grads: bool = False):
+                 fenced_pointwise: bool = False):
         if reductions not in REDUCTIONS:
             raise ValueError(f"reductions must be one of {REDUCTIONS}, got {reductions!r}")
         self.reductions = reductions        # see ``reduce``
-        # 1x1 convolutions' data gradients behind a barrier (a fallback: ``ops.conv.conv_grad_nhwc``)
-        self.fenced_pointwise_grads = fenced_pointwise_grads
+        # 1x1 convolutions' outputs and data gradients behind barriers (a fallback form: ``ops.conv``)
+        self.fenced_pointwise = fenced_pointwise
         self.target = target                # the IREE target the module is for: rules avoid its miscompiles
         self.vulkan = target == "vulkan-spirv"
         self.lines: list[str | None] = []

@@ -245,9 +245,10 @@ def test_dense_block_concatenations_stay_channels_last():
 
 
 
-def test_fenced_form_puts_each_pointwise_data_gradient_behind_a_barrier():
-    """The fallback form for DenseNet-121's training module (``compile_with_fallback``): each
-    1x1 layer's data gradient, and nothing else, is fenced; the rest of the module is the same."""
+def test_fenced_form_puts_each_pointwise_layer_behind_a_barrier():
+    """The fallback form for DenseNet-121's training module and ResNet v2's inference module
+    (``compile_with_fallback``): each 1x1 layer's output and data gradient, and nothing else, is
+    fenced; the rest of the module is the same."""
     x = ax.sym.Convolution(ax.sym.Variable("data"), kernel=(3, 3), pad=(1, 1), num_filter=8, no_bias=True, name="c0")
     for i in range(3):      # dense layers with a bottleneck: BN-ReLU-conv1x1-BN-ReLU-conv3x3
         h = ax.sym.Activation(ax.sym.BatchNorm(x, name=f"bn{i}a"), act_type="relu")
@@ -259,20 +260,23 @@ def test_fenced_form_puts_each_pointwise_data_gradient_behind_a_barrier():
     typing = bind_typing(sym, {"data": (2, 3, 16, 16)}, {})
     reqs = {n: ("null" if n in ("data", "softmax_label") else "write") for n in sym.list_arguments()}
 
-    def backward(fenced: bool) -> str:
-        text, _ = pipeline.entry_points(sym, typing, ["backward"], reqs, "auto", channels_last=True,
-                                        fenced_pointwise_grads=fenced)
+    def module(fenced: bool, mode: str = "backward") -> str:
+        text, _ = pipeline.entry_points(sym, typing, [mode], reqs, "auto", channels_last=True,
+                                        fenced_pointwise=fenced)
         verify_mlir(text)
         return text
     def barriers(text: str) -> Counter:      # (result type, node) of each barrier
         return Counter(re.search(r"-> (tensor<[^>]*>) loc\(\"([^\"]*)\"\)", ln).groups()
                        for ln in text.splitlines() if "stablehlo.optimization_barrier" in ln)
-    plain, fenced = backward(False), backward(True)
+    plain, fenced = module(False), module(True)
     added = barriers(fenced) - barriers(plain)
     # each pointwise data gradient, (2, 16, 16, C) channels-last for C = 8, 12, 16 (the concatenated inputs)
     assert added == Counter({(f"tensor<2x16x16x{c}xf32>", f"pw{i}_backward"): 1 for i, c in enumerate((8, 12, 16))})
     assert not barriers(plain) - barriers(fenced)
     assert _op_counts(fenced)["optimization_barrier"] == _op_counts(plain).get("optimization_barrier", 0) + 3
+    # forward: each 1x1 layer's output, (2, 16, 16, 16) channels-last
+    added = barriers(module(True, "forward_infer")) - barriers(module(False, "forward_infer"))
+    assert added == Counter({("tensor<2x16x16x16xf32>", f"pw{i}"): 1 for i in range(3)})
 
 
 def test_one_axis_kernels_are_matmuls_forward_and_data_gradient():

@@ -33,9 +33,9 @@ class FunctionBuilder:
     the entries computed so far, and the NCHW copies made of channels-last values."""
 
     def __init__(self, name: str, typing: Typing, lay: layout.Layouts, reductions: str, target: str = "llvm-cpu",
-                 fenced_pointwise_grads: bool = False):
+                 fenced_pointwise: bool = False):
         self.name, self.typing, self.lay = name, typing, lay
-        self.b = Emitter(reductions=reductions, target=target, fenced_pointwise_grads=fenced_pointwise_grads)
+        self.b = Emitter(reductions=reductions, target=target, fenced_pointwise=fenced_pointwise)
         self.values: dict[Key, Value] = {}
         self.nchw: dict[Key, Value] = {}
         self.params: list[str] = []
@@ -168,7 +168,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                    output_args: bool = False, layouts: layout.Layouts | None = None,
                    physical_outputs: Sequence[int] = (), alias_early: Sequence[int] = (),
                    reductions: str = "blocks", resident: Sequence[int] = (), target: str = "llvm-cpu",
-                   fenced_pointwise_grads: bool = False) -> str:
+                   fenced_pointwise: bool = False) -> str:
     """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
 
     ``monitor`` ("outputs" | "all") adds ``flow.tensor.trace`` ops named as MXNet's
@@ -191,7 +191,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     aliases no input (the executor's own result and residual buffers).
 
     ``reductions``: how reductions are emitted (``emitter.REDUCTIONS``, ``Emitter.reduce``);
-    ``fenced_pointwise_grads``: ``Emitter.fenced_pointwise_grads`` (both forms of
+    ``fenced_pointwise``: ``Emitter.fenced_pointwise`` (both forms of
     ``pipeline.program.compile_with_fallback``).
     ``target``: the IREE target the module is for (``Emitter.target``: rules avoid its
     miscompiles, e.g. grouped convolutions run one per group on Vulkan).
@@ -202,7 +202,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     packing, layout transposes) into the module's initializer, run once per parameter set
     instead of on every call (``Program.bind_parameters``, ``Executor._resident_module``).
     """
-    fb = FunctionBuilder(name, typing, layouts or layout.Layouts(), reductions, target, fenced_pointwise_grads)
+    fb = FunctionBuilder(name, typing, layouts or layout.Layouts(), reductions, target, fenced_pointwise)
     fb.bind_inputs(inputs, resident)
     old = fb.add_to_args(outputs, add_to, first=len(inputs))
     needed = _needed_nodes(outputs, fb.values)

@@ -266,7 +266,10 @@ def depthwise_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value 
 
 
 def _conv_nhwc_lower(ctx, p: ConvolutionParam, x, w, bias=None):
-    return conv_nhwc(ctx.b, p, x, ctx.in_nhwc[0], w, bias, ctx.out_shapes[0])
+    y = conv_nhwc(ctx.b, p, x, ctx.in_nhwc[0], w, bias, ctx.out_shapes[0])
+    # the fallback form for IREE 3.13's codegen rejecting a 1x1 layer's matmul with the next
+    # layer's BatchNorm fused as a multi-result consumer (ResNet v2's strided shortcuts at b16)
+    return ctx.b.barrier(y) if ctx.b.fenced_pointwise and tuple(p.kernel) == (1, 1) else y
 
 
 def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) -> list[Value]:
@@ -293,10 +296,9 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
                 dx = im2col_nhwc(b, g, wt, (n, h, wd, c), (1, 1), pads, dilate)
             else:
                 dx = _conv_nhwc_any_pad(b, g, wt, (n, h, wd, c), pads, stride, dilate)
-    if b.fenced_pointwise_grads and tuple(kernel) == (1, 1):
-        # the fallback form for IREE 3.13's codegen rejecting this matmul with a BatchNorm gradient
-        # fused as a multi-result consumer (DenseNet-121's dense layers: ``compile_with_fallback``);
-        # 1-12% slower where that compiles (MobileNet v1 / v2, ResNet-50 training)
+    if b.fenced_pointwise and tuple(kernel) == (1, 1):
+        # the same for the data gradient (DenseNet-121's dense layers: ``compile_with_fallback``);
+        # 1-12% slower where the first form compiles (MobileNet v1 / v2, ResNet-50 training)
         dx = b.barrier(dx)
     if not x_nhwc:
         dx = b.transpose(dx, TO_NCHW)

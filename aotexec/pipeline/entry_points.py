@@ -56,7 +56,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
                  mirror: bool | str = "none", monitor: str | None = None,
                  channels_last: bool = False, reductions: str = "blocks",
                  resident: Sequence[str] = (), target: str = "llvm-cpu",
-                 planned: bool | None = None, fenced_pointwise_grads: bool = False) -> tuple[str, ProgramSpec]:
+                 planned: bool | None = None, fenced_pointwise: bool = False) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each.
 
     ``channels_last``: 2-D convolution nets run NHWC between convolutions (passes/layout.py);
@@ -68,7 +68,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
     ``planned``: results in caller buffers with a transient arena (default: unless monitored;
     shape-generic modules return theirs, their arena size being dynamic)."""
     lower = functools.partial(lower_function, reductions=reductions, target=target,
-                              fenced_pointwise_grads=fenced_pointwise_grads)
+                              fenced_pointwise=fenced_pointwise)
     if planned is None:
         planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph

@@ -133,10 +133,10 @@ def compile_generic(skey: str, symbol, typing: Typing, modes: Sequence[str], opt
         else:
             return _unsupported(skey, f"its pins did not settle in {MAX_TRACES} traces")
 
-        def build(reductions: str, fenced_pointwise_grads: bool = False):   # the settled trace's module
-            form = (reductions, fenced_pointwise_grads)
+        def build(reductions: str, fenced_pointwise: bool = False):   # the settled trace's module
+            form = (reductions, fenced_pointwise)
             if form not in built:
-                built[form] = lower(reductions=reductions, fenced_pointwise_grads=fenced_pointwise_grads)
+                built[form] = lower(reductions=reductions, fenced_pointwise=fenced_pointwise)
             return built[form]
         with tracing(trace):
             vmfb, spec = compile_fn(build, opts)

@@ -85,10 +85,10 @@ def compile_segments(segments: list[Segment], typing: Typing, is_train: bool, op
             spec.entries[seg.name] = EntryPoint(seg.name, tuple(values(typing, seg.inputs) + rng),
                                                 tuple(values(typing, seg.outputs)))
 
-        def build(reductions: str, segs=segs, spec=spec, target=opts.target, fenced_pointwise_grads: bool = False):
+        def build(reductions: str, segs=segs, spec=spec, target=opts.target, fenced_pointwise: bool = False):
             return module_text([lower_function(seg.name, typing, seg.inputs, seg.outputs, is_train=is_train,
                                                reductions=reductions, target=target,
-                                               fenced_pointwise_grads=fenced_pointwise_grads)
+                                               fenced_pointwise=fenced_pointwise)
                                 for seg in segs]), spec
         check_target_dtypes(typing, opts.target)
         out[ctx] = compile_with_fallback(build, reductions_for(opts), opts, options)

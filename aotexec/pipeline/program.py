@@ -149,9 +149,11 @@ def compile_with_fallback(build, reductions: str, opts: CompileOptions, options:
     MobileNet v2's 1x1 data gradients fused with the gradient sum and BatchNorm gradient after
     them) is compiled again with the check off, the module otherwise unchanged (MobileNet v2's
     training step 824 ms, against 3.5 s for the next form), within ``LARGE_VECTORS_TIMEOUT_S``.
-    Where many dispatches are rejected (DenseNet-121's dense layers, whose 1x1 data gradients
-    take the BatchNorm gradient after them as a three-result consumer), the module is emitted
-    again with those data gradients behind a barrier (``Emitter.fenced_pointwise_grads``) first.
+    Where the rejected vectors are larger than the check's limit (DenseNet-121's dense layers,
+    whose 1x1 data gradients take the BatchNorm gradient after them as a three-result consumer;
+    ResNet v2's strided 1x1 shortcuts, the residual sum and the next BatchNorm-ReLU), the module
+    is emitted again with 1x1 layers' outputs and data gradients behind barriers first
+    (``Emitter.fenced_pointwise``): the check off made LLVM run for minutes on those.
     A module that IREE rejects with ``tuned_for``'s switches for any other reason is compiled
     without them first; the forms below never use them.
     Still rejected: a module whose blocked column reductions are rejected (``Emitter.reduce``)
@@ -190,9 +192,9 @@ def _fallback(build, text: str, spec, first: CompileError, reductions: str, opts
                      _first_line(first))
         return compile_mlir(text, dataclasses.replace(opts, multi_use_fusion=False), options=options), spec
     if opts.target == "llvm-cpu" and not opts.large_vectors and _rejected_vector_bytes(first) > LARGE_VECTOR_BYTES:
-        _log.warning("IREE rejected %d-byte vectors (%s); compiling the module with its 1x1 data gradients "
-                     "fenced", _rejected_vector_bytes(first), _first_line(first))
-        fenced, fenced_spec = build(reductions=reductions, fenced_pointwise_grads=True)
+        _log.warning("IREE rejected %d-byte vectors (%s); compiling the module with its 1x1 layers fenced",
+                     _rejected_vector_bytes(first), _first_line(first))
+        fenced, fenced_spec = build(reductions=reductions, fenced_pointwise=True)
         if fenced != text:
             try:
                 return compile_mlir(fenced, opts, options=options), fenced_spec
