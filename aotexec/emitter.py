@@ -13,7 +13,9 @@ from typing import Sequence
 import numpy as np
 
 from .emitter_dims import DynamicDims
-from .mlir_values import MLIR_DTYPES, Value, tensor_type, value_shape  # noqa: F401 (re-exported)
+from .kernels import matmul as kernel_matmul
+from .kernels.code import Kernels
+from .mlir_values import MLIR_DTYPES, Value, mlir_string, tensor_type, value_shape  # noqa: F401 (re-exported)
 from .symbolic import Dim, any_dynamic, same_shape
 
 
@@ -21,13 +23,6 @@ def _moves_no_data(shape, perm) -> bool:
     """Whether transposing ``shape`` by ``perm`` keeps the non-unit axes in order (a reshape)."""
     moved = [p for p in perm if shape[p] != 1]
     return moved == sorted(moved)
-
-
-def mlir_string(text: str) -> str:
-    """``text`` as an MLIR string literal body: printable ASCII as is, ``"``, ``\\`` and every
-    other byte of its UTF-8 as ``\\XX`` (names come from user files)."""
-    return "".join(chr(b) if 0x20 <= b < 0x7F and b not in (0x22, 0x5C) else f"\\{b:02X}"
-                   for b in text.encode("utf-8"))
 
 
 def _array(vals: Sequence[int]) -> str:
@@ -64,12 +59,13 @@ class Emitter(DynamicDims):
     """Appends generic-form ops to a function body."""
 
     def __init__(self, indent: str = "    ", reductions: str = "blocks", target: str = "llvm-cpu",
-                 fenced_pointwise: bool = False):
+                 fenced_pointwise: bool = False, kernels: Kernels | None = None):
         if reductions not in REDUCTIONS:
             raise ValueError(f"reductions must be one of {REDUCTIONS}, got {reductions!r}")
         self.reductions = reductions        # see ``reduce``
         # 1x1 convolutions' outputs and data gradients behind barriers (a fallback form: ``ops.conv``)
         self.fenced_pointwise = fenced_pointwise
+        self.kernels = kernels              # hand-written kernels the module may call (``kernels``)
         self.target = target                # the IREE target the module is for: rules avoid its miscompiles
         self.vulkan = target == "vulkan-spirv"
         self.lines: list[str | None] = []
@@ -321,7 +317,9 @@ class Emitter(DynamicDims):
 
     # ---- contractions ----------------------------------------------------
     def dot_general(self, a: Value, b: Value, contract: tuple[Sequence[int], Sequence[int]],
-                    batch: tuple[Sequence[int], Sequence[int]] = ((), ())) -> Value:
+                    batch: tuple[Sequence[int], Sequence[int]] = ((), ()), alone: bool = False) -> Value:
+        """``alone``: no consumer of the product would fuse into its dispatch anyway (a kernel
+        call, ``kernels.matmul``, then costs no pass of its own)."""
         (ca, cb), (ba, bb) = contract, batch
         free_a = [i for i in range(a.ndim) if i not in ca and i not in ba]
         free_b = [i for i in range(b.ndim) if i not in cb and i not in bb]
@@ -332,6 +330,10 @@ class Emitter(DynamicDims):
                 return self.dot_by_reduce(a, b, list(ca), list(cb), list(ba), list(bb), free_a, free_b)
             if max(len(ca), len(ba), len(free_a), len(free_b)) > 1:
                 return self.matmul_form(a, b, list(ca), list(cb), list(ba), list(bb), free_a, free_b)
+        if self.kernels is not None:
+            out = kernel_matmul.call(self, a, b, ca, cb, ba, bb, alone)
+            if out is not None:
+                return out
         shape = [a.shape[i] for i in ba] + [a.shape[i] for i in free_a] + [b.shape[i] for i in free_b]
         dims = (f"#stablehlo.dot<lhs_batching_dimensions = [{', '.join(map(str, ba))}], "
                 f"rhs_batching_dimensions = [{', '.join(map(str, bb))}], "

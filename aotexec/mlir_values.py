@@ -37,3 +37,10 @@ class Value:
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+
+def mlir_string(text: str) -> str:
+    """``text`` as an MLIR string literal body: printable ASCII as is, ``"``, ``\\`` and every
+    other byte of its UTF-8 as ``\\XX`` (names come from user files)."""
+    return "".join(chr(b) if 0x20 <= b < 0x7F and b not in (0x22, 0x5C) else f"\\{b:02X}"
+                   for b in text.encode("utf-8"))

@@ -17,6 +17,7 @@ consults ``os.environ``, so a module's cache key is a function of its arguments.
 | ``cache`` | ``AOTEXEC_CACHE`` | compile cache on (default) or off (``0``) |
 | ``cache_dir`` | ``AOTEXEC_CACHE_DIR``, ``XDG_CACHE_HOME`` | compile cache folder |
 | ``shapes`` | ``AOTEXEC_SHAPES`` | ``auto`` (default): a structure's first two shapes compile static, its third one shape-generic module for all later ones; ``generic`` from the first; ``static``: one module per shape |
+| ``kernels`` | ``AOTEXEC_KERNELS`` | llvm-cpu modules on AVX-512 CPUs call hand-written kernels (``aotexec.kernels``) where a C compiler builds them (default on, ``0`` off) |
 | ``common_expr`` | ``MXNET_ELIMINATE_COMMON_EXPR`` | bind merges common subexpressions (``passes.common_expr``; default on, ``0`` off, as MXNet) |
 | ``dist_timeout`` | ``AOTEXEC_DIST_TIMEOUT`` | seconds a collective (``aotexec.distributed``) may wait for the other ranks |
 """
@@ -56,6 +57,7 @@ class Options:
     dist_timeout: float = 60.0
     shapes: str = "auto"
     common_expr: bool = True
+    kernels: bool = True
 
     def __post_init__(self) -> None:
         for name, allowed in (("cpu_driver", CPU_DRIVERS), ("layout", LAYOUTS), ("mirror", MIRROR_POLICIES),
@@ -82,6 +84,7 @@ class Options:
             "dist_timeout": _seconds(env.get("AOTEXEC_DIST_TIMEOUT", "60")),
             "shapes": env.get("AOTEXEC_SHAPES", "auto").strip().lower() or "auto",
             "common_expr": env.get("MXNET_ELIMINATE_COMMON_EXPR", "1").strip().lower() not in _OFF,
+            "kernels": env.get("AOTEXEC_KERNELS", "1").strip().lower() not in _OFF,
         }
         if fields["cpu_driver"] not in CPU_DRIVERS:
             raise AotexecError(f"AOTEXEC_CPU_DRIVER={fields['cpu_driver']!r}; expected one of {CPU_DRIVERS}")

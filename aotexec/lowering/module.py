@@ -14,6 +14,8 @@ import numpy as np
 from ..base import AotexecError
 from ..emitter import RESIDENT_ARG, Emitter, Value, mlir_string
 from ..graph import Entry, Node
+from ..kernels import matmul as kernel_matmul
+from ..kernels.code import Kernels
 from ..ops.nhwc import TO_NCHW
 from ..ops.registry import draws_random, reads_value
 from ..passes import layout
@@ -33,9 +35,9 @@ class FunctionBuilder:
     the entries computed so far, and the NCHW copies made of channels-last values."""
 
     def __init__(self, name: str, typing: Typing, lay: layout.Layouts, reductions: str, target: str = "llvm-cpu",
-                 fenced_pointwise: bool = False):
+                 fenced_pointwise: bool = False, kernels: Kernels | None = None):
         self.name, self.typing, self.lay = name, typing, lay
-        self.b = Emitter(reductions=reductions, target=target, fenced_pointwise=fenced_pointwise)
+        self.b = Emitter(reductions=reductions, target=target, fenced_pointwise=fenced_pointwise, kernels=kernels)
         self.values: dict[Key, Value] = {}
         self.nchw: dict[Key, Value] = {}
         self.params: list[str] = []
@@ -168,7 +170,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
                    output_args: bool = False, layouts: layout.Layouts | None = None,
                    physical_outputs: Sequence[int] = (), alias_early: Sequence[int] = (),
                    reductions: str = "blocks", resident: Sequence[int] = (), target: str = "llvm-cpu",
-                   fenced_pointwise: bool = False) -> str:
+                   fenced_pointwise: bool = False, kernels: Kernels | None = None) -> str:
     """A ``func.func @name`` taking ``inputs`` (variables or entries) and returning ``outputs``.
 
     ``monitor`` ("outputs" | "all") adds ``flow.tensor.trace`` ops named as MXNet's
@@ -192,7 +194,8 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
 
     ``reductions``: how reductions are emitted (``emitter.REDUCTIONS``, ``Emitter.reduce``);
     ``fenced_pointwise``: ``Emitter.fenced_pointwise`` (both forms of
-    ``pipeline.program.compile_with_fallback``).
+    ``pipeline.program.compile_with_fallback``); ``kernels``: ``Emitter.kernels`` (the module
+    then needs ``module_text``'s executable of them).
     ``target``: the IREE target the module is for (``Emitter.target``: rules avoid its
     miscompiles, e.g. grouped convolutions run one per group on Vulkan).
 
@@ -202,7 +205,7 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     packing, layout transposes) into the module's initializer, run once per parameter set
     instead of on every call (``Program.bind_parameters``, ``Executor._resident_module``).
     """
-    fb = FunctionBuilder(name, typing, layouts or layout.Layouts(), reductions, target, fenced_pointwise)
+    fb = FunctionBuilder(name, typing, layouts or layout.Layouts(), reductions, target, fenced_pointwise, kernels)
     fb.bind_inputs(inputs, resident)
     old = fb.add_to_args(outputs, add_to, first=len(inputs))
     needed = _needed_nodes(outputs, fb.values)
@@ -285,5 +288,7 @@ def _needed_nodes(outputs: Sequence[Entry], provided: dict[Key, Value]) -> set[i
     return need
 
 
-def module_text(functions: Sequence[str]) -> str:
-    return "module {\n" + "\n".join(functions) + "\n}\n"
+def module_text(functions: Sequence[str], kernels: Kernels | None = None) -> str:
+    """The module of ``functions``, with the kernels' executable if one of them calls it."""
+    used = kernels is not None and any(kernel_matmul.uses_kernels(f) for f in functions)
+    return "module {\n" + (kernel_matmul.executable_text(kernels) if used else "") + "\n".join(functions) + "\n}\n"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..emitter import Emitter, Value
+from ..kernels import matmul as kernel_matmul
 from ..symbolic import any_dynamic
 from .conv_forms import (MAX_OFFSETS, conv_nhwc_wide, convolution, im2col_nhwc, one_axis, small_map_im2col, weight_grad,
                          weight_grad_offsets, windows)
@@ -180,10 +181,13 @@ def strided_as_im2col(kernel, stride, in_channels: int, out_shape) -> bool:
             and min(in_channels, out_shape[3]) >= STRIDED_IM2COL_MIN_CHANNELS)
 
 
-def pointwise_as_matmul(shape, out_channels: int) -> bool:
-    """Whether a 1x1, stride-1 convolution of the NHWC input ``shape`` is emitted as a matmul."""
+def pointwise_as_matmul(shape, out_channels: int, kernels: bool = False) -> bool:
+    """Whether a 1x1, stride-1 convolution of the NHWC input ``shape`` is emitted as a matmul;
+    ``kernels``: the module may call ``kernels.matmul``, which takes deep ones at any size."""
     if any_dynamic(shape) or shape[3] < POINTWISE_MATMUL_MIN_CHANNELS:
         return False
+    if kernels and shape[3] >= kernel_matmul.FUSED_MIN_DEPTH:
+        return True
     pixels = prod(shape[:3])
     return pixels <= POINTWISE_MATMUL_MAX_PIXELS or (
         pixels >= 2 * POINTWISE_MATMUL_MAX_PIXELS and shape[3] * out_channels >= POINTWISE_MATMUL_WIDE)
@@ -211,7 +215,8 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
         x = b.slice(x, (0, 0, 0, 0), (x.shape[0], (out_shape[1] - 1) * stride[0] + 1,
                                       (out_shape[2] - 1) * stride[1] + 1, x.shape[3]), (1, stride[0], stride[1], 1))
         stride, pad = (1, 1), (0, 0)
-    if tuple(p.kernel) == (1, 1) and tuple(pad) == (0, 0) and pointwise_as_matmul(x.shape, out_shape[3]):
+    if tuple(p.kernel) == (1, 1) and tuple(pad) == (0, 0) and pointwise_as_matmul(
+            x.shape, out_shape[3], b.kernels is not None and b.kernels.deep_products):
         y = b.dot_general(b.reshape(x, (prod(x.shape[:3]), x.shape[3])), b.reshape(_hwio(b, w), (x.shape[3], out_shape[3])),
                           contract=([1], [0]))
         y = b.reshape(y, tuple(out_shape))

@@ -133,7 +133,8 @@ def conv3x3_nhwc(b: Emitter, x: Value, u: Value, out_shape, pad: tuple[int, int]
     n, oh, ow, f = out_shape
     th, tw = -(-oh // m), -(-ow // m)
     p = n * th * tw
-    mm = b.dot_general(_input_tiles(b, x, pad, th, tw, m), u, contract=([2], [1]), batch=([0], [0]))   # (T^2, P, F)
+    mm = b.dot_general(_input_tiles(b, x, pad, th, tw, m), u, contract=([2], [1]), batch=([0], [0]),
+                       alone=True)                                   # (T^2, P, F); the output transform reads it
     mm = b.reshape(mm, (t, t, p, f))                                 # (Tb, Ta, P, F)
     cols = _transform(b, mm, 1, 1, 1, a_t)                           # (u, Tb, 1, P, F)
     y = _transform(b, b.reshape(cols, (m, t, p, f)), 1, 1, 1, a_t)   # (v, u, 1, P, F)
@@ -161,7 +162,7 @@ def weight_grad(b: Emitter, x: Value, g: Value, pad: tuple[int, int], m: int) ->
     # tiles innermost: the (C x P) (P x F)^T products in the layout IREE's matmuls pack directly
     du = b.dot_general(b.transpose(v, (0, 2, 1)),
                        b.transpose(b.reshape(dy, (t * t, p, f)), (0, 2, 1)),
-                       contract=([2], [2]), batch=([0], [0]))                    # (T^2, C, F)
+                       contract=([2], [2]), batch=([0], [0]), alone=True)        # (T^2, C, F)
     g_t = g_mat.T.astype(x.dtype)
     dw = _transform(b, _transform(b, b.reshape(du, (t, t, c, f)), 1, 1, 1, g_t), 1, 1, 1, g_t)   # (3j, 3i, 1, 1, C, F)
     return b.transpose(b.reshape(dw, (3, 3, c, f)), (3, 2, 1, 0))

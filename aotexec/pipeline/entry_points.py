@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..graph import Entry, Node
+from ..kernels.code import Kernels
 from ..passes import layout
 from ..lowering.module import lower_function, module_text, uses_rng
 from ..passes.infer import Typing
@@ -56,19 +57,21 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
                  mirror: bool | str = "none", monitor: str | None = None,
                  channels_last: bool = False, reductions: str = "blocks",
                  resident: Sequence[str] = (), target: str = "llvm-cpu",
-                 planned: bool | None = None, fenced_pointwise: bool = False) -> tuple[str, ProgramSpec]:
+                 planned: bool | None = None, fenced_pointwise: bool = False,
+                 kernels: Kernels | None = None) -> tuple[str, ProgramSpec]:
     """MLIR text holding one function per mode, and the signature of each.
 
     ``channels_last``: 2-D convolution nets run NHWC between convolutions (passes/layout.py);
     only for llvm-cpu, where it was measured (IREE 3.13's Vulkan backend miscompiled a LeNet
     data gradient in that form).  ``reductions``: ``emitter.REDUCTIONS``.  ``target``: the
-    IREE target (``Emitter.target``).
+    IREE target (``Emitter.target``); ``kernels``: hand-written kernels the module may call
+    (``kernels.build.kernels_for``).
     ``resident``: variables ``forward_infer`` reads from IREE parameters (``resident_parameters``);
     such a module needs them at load (``Program.bind_parameters``), so it holds no other mode.
     ``planned``: results in caller buffers with a transient arena (default: unless monitored;
     shape-generic modules return theirs, their arena size being dynamic)."""
     lower = functools.partial(lower_function, reductions=reductions, target=target,
-                              fenced_pointwise=fenced_pointwise)
+                              fenced_pointwise=fenced_pointwise, kernels=kernels)
     if planned is None:
         planned = monitor is None   # the debug (traced) build returns fresh results instead
     g = typing.graph
@@ -100,7 +103,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
                     mode == "steps_train")
     if any(m in TRAIN_MODES for m in modes):
         _training_entry_points(symbol, typing, modes, reqs or {}, mirror, variables, channels_last, planned, add)
-    return module_text(funcs), spec
+    return module_text(funcs, kernels), spec
 
 
 def _training_entry_points(symbol, typing: Typing, modes, reqs, mirror, variables, channels_last: bool,

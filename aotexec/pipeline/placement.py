@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..graph import Entry, IndexedGraph
+from .kernel_build import kernels_for
 from ..lowering.module import lower_function, module_text, uses_rng
 from ..ops.registry import reads_value
 from ..options import Options
@@ -85,11 +86,14 @@ def compile_segments(segments: list[Segment], typing: Typing, is_train: bool, op
             spec.entries[seg.name] = EntryPoint(seg.name, tuple(values(typing, seg.inputs) + rng),
                                                 tuple(values(typing, seg.outputs)))
 
-        def build(reductions: str, segs=segs, spec=spec, target=opts.target, fenced_pointwise: bool = False):
+        kernels = kernels_for(opts, options or Options(), typing.graph)
+
+        def build(reductions: str, segs=segs, spec=spec, target=opts.target, fenced_pointwise: bool = False,
+                  kernels=kernels):
             return module_text([lower_function(seg.name, typing, seg.inputs, seg.outputs, is_train=is_train,
                                                reductions=reductions, target=target,
-                                               fenced_pointwise=fenced_pointwise)
-                                for seg in segs]), spec
+                                               fenced_pointwise=fenced_pointwise, kernels=kernels)
+                                for seg in segs], kernels), spec
         check_target_dtypes(typing, opts.target)
         out[ctx] = compile_with_fallback(build, reductions_for(opts), opts, options)
     return out

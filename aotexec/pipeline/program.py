@@ -16,6 +16,7 @@ import numpy as np
 
 from ..base import AotexecError
 from ..compiler import FUNCTION, CompileError, CompileOptions, compile_mlir, remember_as, verify_mlir
+from .kernel_build import kernels_for
 from ..options import Options
 from ..passes.infer import Typing
 from ..signature import ProgramSpec
@@ -93,7 +94,7 @@ def compile_program(symbol, typing: Typing, modes: Sequence[str], opts: CompileO
     stats["misses"] += 1
     build = functools.partial(entry_points, symbol, typing, modes, reqs, mirror, monitor,
                               channels_last=opts.target == "llvm-cpu" and options.layout == "nhwc",
-                              resident=resident, target=opts.target)
+                              resident=resident, target=opts.target, kernels=kernels_for(opts, options, g))
     vmfb, spec = compile_with_fallback(build, reductions_for(opts), opts, options)
     if options.cache:
         with _lock:

@@ -1,0 +1,130 @@
+"""f32 matmuls as calls of the AVX-512 kernel (``sgemm_avx512.c``) instead of IREE's codegen.
+
+``Emitter.dot_general`` asks ``call`` first when its module may use kernels: 2-D contractions
+and 3-D ones with a leading batch dimension, static and f32, big enough that the kernel's
+speed pays for what it gives up (IREE fuses neither producers nor epilogues into an external
+dispatch: an elementwise consumer becomes a pass of its own). The B operand is packed into
+32-column panels with StableHLO ops, which IREE hoists into the module's initializer when B is
+a resident weight; A is passed as it is (row-major or transposed).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..mlir_values import Value, mlir_string
+from .code import Kernels
+
+if TYPE_CHECKING:
+    from ..emitter import Emitter
+
+SYMBOL = "@aotexec_kernels::@sgemm"
+MR, NR = 14, 32
+# rows of C per workgroup (whole register tiles) and 32-column panels per workgroup
+ROWS_PER_GROUP = 8 * MR
+PANELS_PER_GROUP = 2
+# smaller contractions stay with IREE: the dispatch costs more than the kernel saves there
+MIN_MACS = 1 << 21
+MIN_ROWS = 2 * MR
+MIN_COLS = NR
+MIN_DEPTH = 16
+# a product whose elementwise consumers IREE would fuse (a 1x1 layer's BatchNorm and ReLU)
+# pays a pass over it for the call: the kernel's gain grows with the depth K, that pass not
+# (MobileNet v1 / v2 b16 inference 4% / 15% slower with every 1x1 layer through the kernel)
+FUSED_MIN_DEPTH = 256
+
+
+def call(b: "Emitter", x: Value, y: Value, ca, cb, ba, bb, alone: bool = False) -> Value | None:
+    """``x`` . ``y`` contracted as ``stablehlo.dot_general`` would, through the kernel; None
+    where the kernel does not take this contraction. ``alone``: see ``Emitter.dot_general``."""
+    if x.dtype != np.float32 or y.dtype != np.float32 or not _static(x) or not _static(y):
+        return None
+    batched = list(ba) == [0] and list(bb) == [0]
+    if not (batched or not (ba or bb)) or x.ndim != y.ndim or x.ndim != 2 + batched:
+        return None
+    r = int(batched)
+    if list(ca) not in ([r], [r + 1]) or list(cb) not in ([r], [r + 1]):
+        return None
+    a_trans = ca[0] == r                     # A stored (K, M)
+    k, m = (x.shape[r], x.shape[r + 1]) if a_trans else (x.shape[r + 1], x.shape[r])
+    b_rows = cb[0] == r                      # B stored (K, N), else (N, K)
+    n = y.shape[r + 1] if b_rows else y.shape[r]
+    z = x.shape[0] if batched else 1
+    if not alone and not b.kernels.deep_products:
+        return None
+    if m < MIN_ROWS or n < MIN_COLS or k < (MIN_DEPTH if alone else FUSED_MIN_DEPTH) or z * m * n * k < MIN_MACS:
+        return None
+    packed = _pack(b, y, batched, b_rows, k, n)
+    return _dispatch(b, x, packed, z, m, n, k, a_trans, batched)
+
+
+def _static(v: Value) -> bool:
+    return all(isinstance(d, (int, np.integer)) for d in v.shape)
+
+
+def _pack(b: "Emitter", y: Value, batched: bool, b_rows: bool, k: int, n: int) -> Value:
+    """B as [Z][ceil(N/32)][K][32], zero-padded past N, flattened."""
+    p = -(-n // NR)
+    lead = (y.shape[0],) if batched else ()
+    r = len(lead)
+    if b_rows:      # (.., K, N) -> (.., K, P, 32) -> (.., P, K, 32)
+        padded = b.pad(y, 0.0, (0,) * (r + 2), (0,) * (r + 1) + (p * NR - n,))
+        panels = b.transpose(b.reshape(padded, lead + (k, p, NR)), tuple(range(r)) + (r + 1, r, r + 2))
+    else:           # (.., N, K) -> (.., P, 32, K) -> (.., P, K, 32)
+        padded = b.pad(y, 0.0, (0,) * (r + 2), (0,) * r + (p * NR - n, 0))
+        panels = b.transpose(b.reshape(padded, lead + (p, NR, k)), tuple(range(r)) + (r, r + 2, r + 1))
+    return b.reshape(panels, (int(np.prod(panels.shape)),))
+
+
+def _dispatch(b: "Emitter", x: Value, packed: Value, z: int, m: int, n: int, k: int, a_trans: bool,
+              batched: bool) -> Value:
+    flat_a = b.reshape(x, (z * m * k,))
+    rows = min(ROWS_PER_GROUP, -(-m // MR) * MR)
+    groups = (-(-(-(-n // NR)) // PANELS_PER_GROUP), -(-m // rows), z)
+    consts = [m, n, k, int(a_trans), rows, PANELS_PER_GROUP, z * m * k, packed.shape[0], z * m * n]
+    names = []
+    for v in (*groups, *consts):
+        names.append(b.fresh())
+        b.lines.append(f"{b.indent}{names[-1]} = arith.constant {v} : index")
+    out = b.fresh()
+    index_types = ", ".join(["index"] * len(consts))
+    b.lines.append(f"{b.indent}{out} = flow.dispatch {SYMBOL}[{', '.join(names[:3])}]"
+                   f"({flat_a.name}, {packed.name}, {', '.join(names[3:])}) : "
+                   f"({flat_a.type}, {packed.type}, {index_types}) -> tensor<{z * m * n}xf32> loc(\"{b.loc}\")")
+    flat = Value(out, (z * m * n,), np.dtype("float32"))
+    return b.reshape(flat, ((z,) if batched else ()) + (m, n))
+
+
+def executable_text(kernels: Kernels) -> str:
+    """The ``stream.executable`` every kernel call of a module dispatches."""
+    target = '#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64", {target_triple = "x86_64-unknown-unknown-eabi-elf"}>'
+    path = mlir_string(str(kernels.object_path))
+    mref = "memref<?xf32>"
+    idx = ", ".join(f"%{v}: index" for v in ("m", "n", "k", "tr", "mc", "pc", "sa", "sb", "sc"))
+    return f"""  stream.executable private @aotexec_kernels attributes {{
+    hal.executable.objects = #hal.executable.objects<{{{target} = [#hal.executable.object<{{path = "{path}"}}>]}}>
+  }} {{
+    stream.executable.export public @sgemm workgroups(%wx: index, %wy: index, %wz: index) -> (index, index, index) {{
+      stream.return %wx, %wy, %wz : index, index, index
+    }}
+    builtin.module {{
+      func.func private @aotexec_sgemm_workgroup(%a: {mref}, %b: {mref}, %c: {mref}, %m: index, %n: index, %k: index, %tr: index, %mc: index, %pc: index, %x: index, %y: index, %z: index) attributes {{hal.import.static}}
+      func.func @sgemm(%a: !stream.binding, %b: !stream.binding, %c: !stream.binding, {idx}) {{
+        %c0 = arith.constant 0 : index
+        %x = stream.dispatch.workgroup.id[0] : index
+        %y = stream.dispatch.workgroup.id[1] : index
+        %z = stream.dispatch.workgroup.id[2] : index
+        %ma = stream.binding.subspan %a[%c0] : !stream.binding -> {mref}{{%sa}}
+        %mb = stream.binding.subspan %b[%c0] : !stream.binding -> {mref}{{%sb}}
+        %mc_out = stream.binding.subspan %c[%c0] : !stream.binding -> {mref}{{%sc}}
+        func.call @aotexec_sgemm_workgroup(%ma, %mb, %mc_out, %m, %n, %k, %tr, %mc, %pc, %x, %y, %z) : ({mref}, {mref}, {mref}, index, index, index, index, index, index, index, index, index) -> ()
+        return
+      }}
+    }}
+  }}
+"""
+
+
+def uses_kernels(function_text: str) -> bool:
+    return SYMBOL in function_text
