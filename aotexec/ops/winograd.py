@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..emitter import Emitter, Value
+from ..kernels import matmul as kernel_matmul
 from ..symbolic import any_dynamic
 
 # where F(2x2) pays (llvm-cpu, docs/PERFORMANCE.md): layers of >= 128 channels (batch 16: 28x28x128
@@ -159,10 +160,13 @@ def weight_grad(b: Emitter, x: Value, g: Value, pad: tuple[int, int], m: int) ->
     gp = b.pad(g, 0.0, (0, 0, 0, 0), (0, m * th - oh, m * tw - ow, 0))
     dy = _transform(b, _transform(b, gp, 1, th, m, a_t.T), 3, tw, m, a_t.T)     # (Tb, Ta, N, TH, TW, F)
     p = n * th * tw
-    # tiles innermost: the (C x P) (P x F)^T products in the layout IREE's matmuls pack directly
-    du = b.dot_general(b.transpose(v, (0, 2, 1)),
-                       b.transpose(b.reshape(dy, (t * t, p, f)), (0, 2, 1)),
-                       contract=([2], [2]), batch=([0], [0]), alone=True)        # (T^2, C, F)
+    dy = b.reshape(dy, (t * t, p, f))
+    # the kernel (``kernels.matmul``) reads v as it is (A stored (P, C)); for IREE's matmuls,
+    # tiles innermost: the (C x P) (P x F)^T products in the layout they pack directly
+    du = kernel_matmul.call(b, v, dy, [1], [1], [0], [0], alone=True) if b.kernels is not None else None
+    if du is None:
+        du = b.dot_general(b.transpose(v, (0, 2, 1)), b.transpose(dy, (0, 2, 1)),
+                           contract=([2], [2]), batch=([0], [0]))                # (T^2, C, F)
     g_t = g_mat.T.astype(x.dtype)
     dw = _transform(b, _transform(b, b.reshape(du, (t, t, c, f)), 1, 1, 1, g_t), 1, 1, 1, g_t)   # (3j, 3i, 1, 1, C, F)
     return b.transpose(b.reshape(dw, (3, 3, c, f)), (3, 2, 1, 0))
