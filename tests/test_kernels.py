@@ -100,6 +100,13 @@ def test_the_kernel_builds_freestanding(tmp_path_factory):
     assert data[:4] == b"\x7fELF" and b"aotexec_sgemm_workgroup" in data
 
 
+def test_modules_name_the_same_object_whatever_the_cache_folder(tmp_path_factory):
+    # a module's text is its compile cache key: a copied cache must hit
+    k1 = _available(tmp_path_factory)
+    k2 = kernel_build.kernels_for(CompileOptions(), Options(cache_dir=tmp_path_factory.mktemp("other")))
+    assert k1.object_path == k2.object_path and k1.object_path.read_bytes() == k2.object_path.read_bytes()
+
+
 def _check(name, got, ref):
     err = np.abs(got - ref).max() / np.abs(ref).max()
     assert err < 1e-5, f"{name}: relative error {err:.2e}"

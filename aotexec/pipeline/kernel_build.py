@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from ..compiler import CompileOptions, _child_setup, resolve_cpu
@@ -61,11 +62,16 @@ def _build(cache_dir: Path) -> Kernels | None:
         return None
     cc, version = ident
     key = hashlib.sha256("\0".join([SOURCE.read_text(), version, *CFLAGS]).encode()).hexdigest()[:24]
-    path = cache_dir / "kernels" / f"sgemm_avx512-{key}.o"
-    if path.exists():
-        return Kernels(path)
-    if key in _failed:
-        return None
+    name = f"sgemm_avx512-{key}.o"
+    kept = cache_dir / "kernels" / name
+    if not kept.exists():
+        if key in _failed or not _compile(cc, kept):
+            _failed.add(key)
+            return None
+    return Kernels(_module_path(kept, name))
+
+
+def _compile(cc: str, path: Path) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
@@ -73,16 +79,35 @@ def _build(cache_dir: Path) -> Kernels | None:
                               timeout=120, preexec_fn=_child_setup(None) if sys.platform == "linux" else None)
     except (OSError, subprocess.SubprocessError) as e:
         _log.warning("building the matmul kernel with %s failed (%s): modules use IREE's own matmuls", cc, e)
-        _failed.add(key)
-        return None
+        return False
     if proc.returncode != 0:
         _log.warning("building the matmul kernel with %s failed: %s; modules use IREE's own matmuls",
                      cc, proc.stderr.strip().splitlines()[-1:] or proc.returncode)
         tmp.unlink(missing_ok=True)
-        _failed.add(key)
-        return None
+        return False
     os.replace(tmp, path)
-    return Kernels(path)
+    return True
+
+
+def _module_path(kept: Path, name: str) -> Path:
+    """Where modules name the object: a per-user folder in the temp folder, the same whatever
+    the compile cache folder (a module's text is its cache key, and caches get copied: the
+    benchmark harness compiles cold in a fresh folder, then copies it); ``kept`` where that
+    folder cannot be had, or is not this user's."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    folder = Path(tempfile.gettempdir()) / f"aotexec-{uid}-kernels"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        if folder.stat().st_uid != uid:
+            return kept
+        path = folder / name
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            shutil.copyfile(kept, tmp)
+            os.replace(tmp, path)
+        return path
+    except OSError:
+        return kept
 
 
 def kernels_for(opts: CompileOptions, options: Options, graph=None) -> Kernels | None:
