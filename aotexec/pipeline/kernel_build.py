@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from ..compiler import CompileOptions, _child_setup, resolve_cpu
@@ -73,7 +74,7 @@ def _build(cache_dir: Path) -> Kernels | None:
 
 def _compile(cc: str, path: Path) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         proc = subprocess.run([cc, *CFLAGS, "-c", str(SOURCE), "-o", str(tmp)], capture_output=True, text=True,
                               timeout=120, preexec_fn=_child_setup(None) if sys.platform == "linux" else None)
@@ -102,7 +103,7 @@ def _module_path(kept: Path, name: str) -> Path:
             return kept
         path = folder / name
         if not path.exists():
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             shutil.copyfile(kept, tmp)
             os.replace(tmp, path)
         return path
