@@ -155,3 +155,35 @@ def test_fully_connected_through_the_kernel_matches_numpy(tmp_path_factory):
     infer.arg_dict["data"][:] = x
     infer.forward(is_train=False)
     _check("inference", infer.outputs[0].asnumpy(), x.astype(np.float64) @ w.T)
+
+
+def _conv_nchw(x, w, pad):
+    """Cross-correlation of NCHW ``x`` with OIHW ``w``, stride 1, zero padding ``pad``, float64."""
+    n, c, h, wd = x.shape
+    f, _, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    oh, ow = h + 2 * pad[0] - kh + 1, wd + 2 * pad[1] - kw + 1
+    y = np.zeros((n, f, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            y += np.einsum("nchw,fc->nfhw", xp[:, :, i:i + oh, j:j + ow], w[:, :, i, j])
+    return y
+
+
+def test_one_axis_convolution_through_the_kernel_matches_numpy(tmp_path_factory):
+    # Inception's 1x7 layers: the windows joined on channels (K = 7 C), one product (im2col_nhwc)
+    _available(tmp_path_factory)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 40, 17, 17)).astype(np.float32)
+    w = rng.standard_normal((64, 40, 1, 7)).astype(np.float32)
+    g = rng.standard_normal((2, 64, 17, 17)).astype(np.float32)
+    s = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=64, kernel=(1, 7), pad=(0, 3), no_bias=True, name="c")
+    ex = s.simple_bind(ax.cpu(), grad_req="write", data=x.shape)
+    ex.arg_dict["data"][:] = x
+    ex.arg_dict["c_weight"][:] = w
+    ex.forward(is_train=True)
+    ex.backward(ax.nd.array(g))
+    _check("output", ex.outputs[0].asnumpy(), _conv_nchw(x, w, (0, 3)))
+    # the data gradient: g correlated with the flipped weight, in / out channels swapped
+    w_flip = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+    _check("grad data", ex.grad_dict["data"].asnumpy(), _conv_nchw(g, w_flip, (0, 3)))

@@ -12,6 +12,7 @@ import itertools
 from typing import Sequence
 
 from ..emitter import Emitter, Value
+from ..kernels import matmul as kernel_matmul
 from ..symbolic import any_dynamic
 
 
@@ -353,4 +354,9 @@ def im2col_nhwc(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, dilati
         xp = b.slice(xp, (0, crop[0], crop[1], 0), (n, end[0], end[1], c))
     cols = windows(b, xp, (kh, kw), stride, dilation, (oh, ow), (1, 2))
     patches = b.concatenate(cols, 3)                                          # (N, OH, OW, k*C)
-    return b.dot_general(patches, b.reshape(wt, (kh * kw * c, f)), contract=([3], [0]))
+    wmat = b.reshape(wt, (kh * kw * c, f))
+    if b.kernels is not None and not any_dynamic(patches.shape):
+        flat = kernel_matmul.call(b, b.reshape(patches, (n * oh * ow, kh * kw * c)), wmat, [1], [0], [], [])
+        if flat is not None:
+            return b.reshape(flat, (n, oh, ow, f))
+    return b.dot_general(patches, wmat, contract=([3], [0]))
