@@ -65,7 +65,7 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
     only for llvm-cpu, where it was measured (IREE 3.13's Vulkan backend miscompiled a LeNet
     data gradient in that form).  ``reductions``: ``emitter.REDUCTIONS``.  ``target``: the
     IREE target (``Emitter.target``); ``kernels``: hand-written kernels the module may call
-    (``kernels.build.kernels_for``).
+    (``pipeline.kernel_build.kernels_for``).
     ``resident``: variables ``forward_infer`` reads from IREE parameters (``resident_parameters``);
     such a module needs them at load (``Program.bind_parameters``), so it holds no other mode.
     ``planned``: results in caller buffers with a transient arena (default: unless monitored;
