@@ -1,9 +1,8 @@
 """A small builder for StableHLO text in MLIR's generic form.
 
-The emitter owns SSA names, type strings and ``loc("<node>")`` so lowering rules
-never format MLIR lines by hand, and ``iree.compiler.ir`` errors name the node.
-Rules call the typed helpers (``add``, ``dot_general``, ``reduce``...) and get
-``Value``s back, each carrying its shape and dtype.
+The emitter owns SSA names, type strings and ``loc("<node>")`` so lowering rules never format
+MLIR lines by hand, and ``iree.compiler.ir`` errors name the node. Rules call the typed helpers
+(``add``, ``dot_general``, ``reduce``...) and get ``Value``s back, with shape and dtype.
 """
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from .emitter_dims import DynamicDims
+from .kernels import conv as kernel_conv
 from .kernels import matmul as kernel_matmul
 from .kernels.code import Kernels
 from .mlir_values import MLIR_DTYPES, Value, mlir_string, tensor_type, value_shape  # noqa: F401 (re-exported)
@@ -74,6 +74,8 @@ class Emitter(DynamicDims):
         self.loc = "aotexec"
         self.loops = 0                      # stablehlo.while ops emitted (ops.loop.while_loop)
         self._n = 0
+        self.defs: dict[str, tuple[str, list[Value], str, int, Value]] = {}   # result -> (op, operands, attrs, line, value)
+        self.kernel_calls: list = []        # ``kernels.executable.KernelCall``s, for ``kernels.epilogue``
         self._layout_of_arg: dict[str, list[int]] = {}   # value -> lines of its layout chain from an argument
         self._from_resident: set[str] = set()           # values of such chains from a resident parameter
         self._transposed: dict[str, tuple[Value, tuple[int, ...]]] = {}   # transpose result -> (source, perm)
@@ -113,7 +115,8 @@ class Emitter(DynamicDims):
                 if src.startswith(RESIDENT_ARG) or src in self._from_resident:
                     self._from_resident.add(base)
         if results == 1:
-            return Value(base, shape, dtype)
+            self.defs[base] = (name, list(operands), attrs, len(self.lines) - 1, Value(base, shape, dtype))
+            return self.defs[base][4]
         return [Value(f"{base}#{i}", shape, dtype) for i in range(results)]
 
     # ---- constants -------------------------------------------------------
@@ -138,7 +141,8 @@ class Emitter(DynamicDims):
             dense = f"dense<{_float_literal(v, dtype)}>"
         t = tensor_type(shape, dtype)
         self.lines.append(f'{self.indent}{name} = "stablehlo.constant"() {{value = {dense} : {t}}} : () -> {t} loc("{self.loc}")')
-        return Value(name, shape, dtype)
+        self.defs[name] = ("stablehlo.constant", [], dense, len(self.lines) - 1, Value(name, shape, dtype))
+        return self.defs[name][4]
 
     def full_like(self, x: Value, value: float, shape: Sequence[int] | None = None, dtype=None) -> Value:
         shape = x.shape if shape is None else tuple(shape)
@@ -422,8 +426,10 @@ class Emitter(DynamicDims):
 
     def conv_nhwc(self, x: Value, wt: Value, out_shape, stride, pad, lhs_dilation=(1, 1), rhs_dilation=(1, 1),
                   groups: int = 1, batch_groups: int = 1) -> Value:
-        """A 2-D convolution of channels-last ``x`` (N, H, W, C) with ``wt`` (KH, KW, C/groups, O)."""
-        return self.convolution(x, wt, out_shape, self.NHWC, stride, pad, lhs_dilation, rhs_dilation, groups,
+        """A 2-D convolution of channels-last ``x`` (N, H, W, C) with ``wt`` (KH, KW, C/groups, O),
+        through ``kernels.conv`` where the module may call kernels and it takes this one."""
+        out = kernel_conv.call(self, x, wt, out_shape, stride, pad, lhs_dilation, rhs_dilation, groups, batch_groups)
+        return out if out is not None else self.convolution(x, wt, out_shape, self.NHWC, stride, pad, lhs_dilation, rhs_dilation, groups,
                                 batch_groups)
 
     # ---- reductions ------------------------------------------------------

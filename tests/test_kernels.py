@@ -11,6 +11,7 @@ import pytest
 import aotexec as ax
 from aotexec.compiler import CompileOptions
 from aotexec.emitter import Emitter, Value
+from aotexec.kernels import executable as kernel_executable
 from aotexec.kernels import matmul as kernel_matmul
 from aotexec.kernels.code import Kernels
 from aotexec.options import Options
@@ -42,7 +43,7 @@ def test_the_emitter_hands_the_kernel_what_it_takes(a_shape, b_shape, ca, cb, ba
     b = _emitter()
     out = b.dot_general(_v("%a", a_shape), _v("%b", b_shape), (ca, cb), (ba, bb), alone=alone)
     text = "\n".join(line for line in b.lines if line)
-    assert kernel_matmul.uses_kernels(text) == taken
+    assert kernel_executable.uses_kernels(text) == taken
     assert ("stablehlo.dot_general" in text) != taken
     free_a = [d for i, d in enumerate(a_shape) if i not in ca and i not in ba]
     free_b = [d for i, d in enumerate(b_shape) if i not in cb and i not in bb]
@@ -53,9 +54,9 @@ def test_the_emitter_hands_the_kernel_what_it_takes(a_shape, b_shape, ca, cb, ba
 def test_deep_products_stay_with_iree_when_kernels_take_none():
     b = Emitter(kernels=Kernels(Path("/nonexistent/sgemm.o"), deep_products=False))
     b.dot_general(_v("%a", (300, 400)), _v("%b", (400, 100)), ([1], [0]))
-    assert not kernel_matmul.uses_kernels("\n".join(line for line in b.lines if line))
+    assert not kernel_executable.uses_kernels("\n".join(line for line in b.lines if line))
     b.dot_general(_v("%c", (4, 300, 64)), _v("%d", (4, 64, 96)), ([2], [1]), ([0], [0]), alone=True)
-    assert kernel_matmul.uses_kernels("\n".join(line for line in b.lines if line))
+    assert kernel_executable.uses_kernels("\n".join(line for line in b.lines if line))
 
 
 def test_grouped_convolution_nets_get_no_deep_products(tmp_path_factory):
@@ -157,21 +158,47 @@ def test_fully_connected_through_the_kernel_matches_numpy(tmp_path_factory):
     _check("inference", infer.outputs[0].asnumpy(), x.astype(np.float64) @ w.T)
 
 
-def _conv_nchw(x, w, pad):
-    """Cross-correlation of NCHW ``x`` with OIHW ``w``, stride 1, zero padding ``pad``, float64."""
+def _windows(x, kernel, pad, stride, dilate):
+    """{(i, j): the NCHW input window (float64) kernel offset (i, j) multiplies}, output size."""
     n, c, h, wd = x.shape
-    f, _, kh, kw = w.shape
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
-    oh, ow = h + 2 * pad[0] - kh + 1, wd + 2 * pad[1] - kw + 1
-    y = np.zeros((n, f, oh, ow))
+    oh, ow = ((h + 2 * pad[0] - dilate[0] * (kernel[0] - 1) - 1) // stride[0] + 1,
+              (wd + 2 * pad[1] - dilate[1] * (kernel[1] - 1) - 1) // stride[1] + 1)
+    return {(i, j): xp[:, :, i * dilate[0]:i * dilate[0] + (oh - 1) * stride[0] + 1:stride[0],
+                       j * dilate[1]:j * dilate[1] + (ow - 1) * stride[1] + 1:stride[1]]
+            for i in range(kernel[0]) for j in range(kernel[1])}
+
+
+def _conv_nchw(x, w, pad, stride=(1, 1), dilate=(1, 1)):
+    """Cross-correlation of NCHW ``x`` with OIHW ``w``, zero padding ``pad``, float64."""
+    return sum(np.einsum("nchw,fc->nfhw", v, w[:, :, i, j])
+               for (i, j), v in _windows(x, w.shape[2:], pad, stride, dilate).items())
+
+
+def _conv_weight_grad(x, g, kernel, pad, stride=(1, 1), dilate=(1, 1)):
+    """d weight (OIHW) of ``_conv_nchw`` for the head gradient ``g``, float64."""
+    dw = np.zeros((g.shape[1], x.shape[1]) + tuple(kernel))
+    for (i, j), v in _windows(x, kernel, pad, stride, dilate).items():
+        dw[:, :, i, j] = np.einsum("nchw,nfhw->fc", v, g.astype(np.float64))
+    return dw
+
+
+def _conv_data_grad(x_shape, w, g, pad, stride=(1, 1), dilate=(1, 1)):
+    """d data of ``_conv_nchw`` for the head gradient ``g``: the windows' adjoint, float64."""
+    n, c, h, wd = x_shape
+    kh, kw = w.shape[2:]
+    _, _, oh, ow = g.shape
+    dxp = np.zeros((n, c, h + 2 * pad[0], wd + 2 * pad[1]))
     for i in range(kh):
         for j in range(kw):
-            y += np.einsum("nchw,fc->nfhw", xp[:, :, i:i + oh, j:j + ow], w[:, :, i, j])
-    return y
+            dxp[:, :, i * dilate[0]:i * dilate[0] + (oh - 1) * stride[0] + 1:stride[0],
+                j * dilate[1]:j * dilate[1] + (ow - 1) * stride[1] + 1:stride[1]] += np.einsum(
+                    "nfhw,fc->nchw", g.astype(np.float64), w[:, :, i, j])
+    return dxp[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + wd]
 
 
 def test_one_axis_convolution_through_the_kernel_matches_numpy(tmp_path_factory):
-    # Inception's 1x7 layers: the windows joined on channels (K = 7 C), one product (im2col_nhwc)
+    # Inception's 1x7 layers: the convolution kernel (im2col_nhwc's one product without it)
     _available(tmp_path_factory)
     rng = np.random.default_rng(2)
     x = rng.standard_normal((2, 40, 17, 17)).astype(np.float32)
@@ -187,3 +214,114 @@ def test_one_axis_convolution_through_the_kernel_matches_numpy(tmp_path_factory)
     # the data gradient: g correlated with the flipped weight, in / out channels swapped
     w_flip = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
     _check("grad data", ex.grad_dict["data"].asnumpy(), _conv_nchw(g, w_flip, (0, 3)))
+
+
+@pytest.mark.parametrize("shape,filters,kernel,stride,pad,dilate", [
+    ((2, 40, 17, 17), 64, (3, 3), (1, 1), (1, 1), (1, 1)),     # 17-wide rows: tiles of 9 + 8 pixels
+    ((2, 24, 15, 16), 40, (3, 3), (2, 2), (1, 1), (1, 1)),     # strided; 40 = 32 + 8 output channels
+    ((2, 3, 30, 30), 48, (7, 7), (2, 2), (3, 3), (1, 1)),      # a stem: 3 channels, 7 x 7 / 2
+    ((1, 32, 12, 12), 32, (3, 3), (1, 1), (2, 2), (2, 2)),     # dilated rows and columns
+])
+def test_convolutions_through_the_kernel_match_numpy(tmp_path_factory, shape, filters, kernel, stride, pad, dilate):
+    # the implicit-GEMM kernel forward and for the data gradient (a convolution of g), its
+    # weight-gradient kernel (no column dilation) against float64 numpy
+    _available(tmp_path_factory)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((filters, shape[1]) + kernel).astype(np.float32)
+    s = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=filters, kernel=kernel, stride=stride, pad=pad,
+                           dilate=dilate, no_bias=True, name="c")
+    ex = s.simple_bind(ax.cpu(), grad_req="write", data=x.shape)
+    ex.arg_dict["data"][:] = x
+    ex.arg_dict["c_weight"][:] = w
+    ex.forward(is_train=True)
+    y = _conv_nchw(x, w, pad, stride, dilate)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    ex.backward(ax.nd.array(g))
+    _check("output", ex.outputs[0].asnumpy(), y)
+    _check("grad data", ex.grad_dict["data"].asnumpy(), _conv_data_grad(x.shape, w, g, pad, stride, dilate))
+    _check("grad weight", ex.grad_dict["c_weight"].asnumpy(), _conv_weight_grad(x, g, kernel, pad, stride, dilate))
+
+
+@pytest.mark.lowering
+def test_the_emitter_hands_the_conv_kernel_what_it_takes():
+    nhwc = lambda b, x, wt, out, stride=(1, 1), lhs=(1, 1), groups=1: b.conv_nhwc(  # noqa: E731
+        _v("%x", x), _v("%w", wt), out, stride, [(1, 1), (1, 1)], lhs, (1, 1), groups)
+    cases = [
+        (dict(x=(16, 56, 56, 64), wt=(3, 3, 64, 64), out=(16, 56, 56, 64)), True),
+        (dict(x=(16, 56, 56, 64), wt=(3, 3, 64, 128), out=(16, 28, 28, 128), stride=(2, 2)), True),
+        (dict(x=(16, 56, 56, 64), wt=(1, 1, 64, 64), out=(16, 58, 58, 64)), False),      # 1x1: IREE's matmul
+        (dict(x=(16, 56, 56, 64), wt=(3, 3, 16, 64), out=(16, 56, 56, 64), groups=4), False),
+        (dict(x=(16, 28, 28, 64), wt=(3, 3, 64, 64), out=(16, 55, 55, 64), lhs=(2, 2)), False),
+        (dict(x=(1, 8, 8, 4), wt=(3, 3, 4, 8), out=(1, 8, 8, 8)), False),               # too small
+    ]
+    for kw, taken in cases:
+        b = _emitter()
+        nhwc(b, **kw)
+        text = "\n".join(line for line in b.lines if line)
+        assert ("@aotexec_kernels::@conv" in text) == taken, kw
+        assert ("stablehlo.convolution" in text) != taken, kw
+
+
+def _epilogue_emitter(extra_use: bool):
+    """A kernel convolution, a BatchNorm's inference arithmetic and a ReLU, as rules emit them."""
+    from aotexec.kernels import epilogue
+    b = _emitter()
+    y = b.conv_nhwc(_v("%x", (16, 56, 56, 64)), _v("%w", (3, 3, 64, 64)), (16, 56, 56, 64), (1, 1), [(1, 1), (1, 1)])
+    bc = lambda v: b.broadcast_in_dim(v, y.shape, [3])  # noqa: E731
+    z = b.add(b.mul(b.sub(y, bc(_v("%mean", (64,)))), bc(_v("%scale", (64,)))), bc(_v("%beta", (64,))))
+    r = b.max(z, 0.0)
+    results = [r, y] if extra_use else [r]
+    b.lines.append(f'    "func.return"({", ".join(v.name for v in results)}) : () -> ()')
+    return b, epilogue.fuse(b), r
+
+
+@pytest.mark.lowering
+def test_a_batchnorm_and_relu_after_a_kernel_fold_into_its_call():
+    b, fused, r = _epilogue_emitter(extra_use=False)
+    text = "\n".join(b.body())
+    assert fused == 1 and "@aotexec_kernels::@conv_ep" in text and "stablehlo.maximum" not in text
+    assert f"{r.name} = " in text                # the chain's last value is still defined, by the call
+    # the folded scale / shift: one subtraction, one multiplication, no tensor-sized op left
+    assert "@aotexec_kernels::@conv[" not in text
+
+
+@pytest.mark.lowering
+def test_a_kernel_result_read_elsewhere_keeps_its_epilogue_apart():
+    b, fused, _ = _epilogue_emitter(extra_use=True)
+    text = "\n".join(b.body())
+    assert fused == 0 and "@aotexec_kernels::@conv[" in text and "stablehlo.maximum" in text
+
+
+@pytest.mark.parametrize("layer", ["conv3x3", "conv1x1", "fc"])
+def test_inference_epilogues_in_the_kernel_match_numpy(tmp_path_factory, layer):
+    # Convolution / FullyConnected + BatchNorm (moving statistics) + ReLU bound for inference:
+    # the kernel applies the BatchNorm and the ReLU itself (kernels.epilogue)
+    _available(tmp_path_factory)
+    rng = np.random.default_rng(4)
+    c, o = (40, 64) if layer == "conv3x3" else (288, 72)
+    x = rng.standard_normal((2, c, 17, 17) if layer != "fc" else (300, c)).astype(np.float32)
+    d = ax.sym.Variable("data")
+    if layer == "fc":
+        w = rng.standard_normal((o, c)).astype(np.float32)
+        y = ax.sym.FullyConnected(d, num_hidden=o, name="c")
+    else:
+        k = 3 if layer == "conv3x3" else 1
+        w = rng.standard_normal((o, c, k, k)).astype(np.float32)
+        y = ax.sym.Convolution(d, num_filter=o, kernel=(k, k), pad=(k // 2, k // 2), name="c")
+    s = ax.sym.Activation(ax.sym.BatchNorm(y, fix_gamma=False, eps=1e-3, name="bn"), act_type="relu")
+    bias, gamma, beta, mean = (rng.standard_normal(o).astype(np.float32) for _ in range(4))
+    var = rng.uniform(0.5, 2, o).astype(np.float32)
+    ex = s.simple_bind(ax.cpu(), grad_req="null", data=x.shape)
+    ex.copy_params_from({"c_weight": ax.nd.array(w), "c_bias": ax.nd.array(bias), "bn_gamma": ax.nd.array(gamma),
+                         "bn_beta": ax.nd.array(beta)},
+                        {"bn_moving_mean": ax.nd.array(mean), "bn_moving_var": ax.nd.array(var)})
+    ex.arg_dict["data"][:] = x
+    got = ex.forward(is_train=False)[0].asnumpy()
+    if layer == "fc":
+        ref, axis = x.astype(np.float64) @ w.T.astype(np.float64) + bias, (1, -1)
+    else:
+        ref, axis = _conv_nchw(x, w, (w.shape[2] // 2,) * 2) + bias[:, None, None], (1, -1, 1, 1)
+    per = lambda v: v.reshape(axis)  # noqa: E731
+    ref = np.maximum((ref - per(mean)) / np.sqrt(per(var) + 1e-3) * per(gamma) + per(beta), 0)
+    _check("output", got, ref)

@@ -1,4 +1,4 @@
-"""f32 matmuls as calls of the AVX-512 kernel (``sgemm_avx512.c``) instead of IREE's codegen.
+"""f32 matmuls as calls of the AVX-512 kernel (``avx512_kernels.c``) instead of IREE's codegen.
 
 ``Emitter.dot_general`` asks ``call`` first when its module may use kernels: 2-D contractions
 and 3-D ones with a leading batch dimension, static and f32, big enough that the kernel's
@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..mlir_values import Value, mlir_string
-from .code import Kernels
+from ..mlir_values import Value
+from . import executable
 
 if TYPE_CHECKING:
     from ..emitter import Emitter
 
-SYMBOL = "@aotexec_kernels::@sgemm"
 MR, NR = 14, 32
 # rows of C per workgroup (whole register tiles) and 32-column panels per workgroup
 ROWS_PER_GROUP = 8 * MR
@@ -55,7 +54,7 @@ def call(b: "Emitter", x: Value, y: Value, ca, cb, ba, bb, alone: bool = False) 
         return None
     if m < MIN_ROWS or n < MIN_COLS or k < (MIN_DEPTH if alone else FUSED_MIN_DEPTH) or z * m * n * k < MIN_MACS:
         return None
-    packed = _pack(b, y, batched, b_rows, k, n)
+    packed = pack_columns(b, y, k, n, batched, b_rows)
     return _dispatch(b, x, packed, z, m, n, k, a_trans, batched)
 
 
@@ -63,8 +62,9 @@ def _static(v: Value) -> bool:
     return all(isinstance(d, (int, np.integer)) for d in v.shape)
 
 
-def _pack(b: "Emitter", y: Value, batched: bool, b_rows: bool, k: int, n: int) -> Value:
-    """B as [Z][ceil(N/32)][K][32], zero-padded past N, flattened."""
+def pack_columns(b: "Emitter", y: Value, k: int, n: int, batched: bool = False, b_rows: bool = True) -> Value:
+    """B (``y``: (.., K, N) when ``b_rows``, else (.., N, K)) as [Z][ceil(N/32)][K][32],
+    zero-padded past N, flattened."""
     p = -(-n // NR)
     lead = (y.shape[0],) if batched else ()
     r = len(lead)
@@ -79,52 +79,7 @@ def _pack(b: "Emitter", y: Value, batched: bool, b_rows: bool, k: int, n: int) -
 
 def _dispatch(b: "Emitter", x: Value, packed: Value, z: int, m: int, n: int, k: int, a_trans: bool,
               batched: bool) -> Value:
-    flat_a = b.reshape(x, (z * m * k,))
     rows = min(ROWS_PER_GROUP, -(-m // MR) * MR)
     groups = (-(-(-(-n // NR)) // PANELS_PER_GROUP), -(-m // rows), z)
-    consts = [m, n, k, int(a_trans), rows, PANELS_PER_GROUP, z * m * k, packed.shape[0], z * m * n]
-    names = []
-    for v in (*groups, *consts):
-        names.append(b.fresh())
-        b.lines.append(f"{b.indent}{names[-1]} = arith.constant {v} : index")
-    out = b.fresh()
-    index_types = ", ".join(["index"] * len(consts))
-    b.lines.append(f"{b.indent}{out} = flow.dispatch {SYMBOL}[{', '.join(names[:3])}]"
-                   f"({flat_a.name}, {packed.name}, {', '.join(names[3:])}) : "
-                   f"({flat_a.type}, {packed.type}, {index_types}) -> tensor<{z * m * n}xf32> loc(\"{b.loc}\")")
-    flat = Value(out, (z * m * n,), np.dtype("float32"))
-    return b.reshape(flat, ((z,) if batched else ()) + (m, n))
-
-
-def executable_text(kernels: Kernels) -> str:
-    """The ``stream.executable`` every kernel call of a module dispatches."""
-    target = '#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64", {target_triple = "x86_64-unknown-unknown-eabi-elf"}>'
-    path = mlir_string(str(kernels.object_path))
-    mref = "memref<?xf32>"
-    idx = ", ".join(f"%{v}: index" for v in ("m", "n", "k", "tr", "mc", "pc", "sa", "sb", "sc"))
-    return f"""  stream.executable private @aotexec_kernels attributes {{
-    hal.executable.objects = #hal.executable.objects<{{{target} = [#hal.executable.object<{{path = "{path}"}}>]}}>
-  }} {{
-    stream.executable.export public @sgemm workgroups(%wx: index, %wy: index, %wz: index) -> (index, index, index) {{
-      stream.return %wx, %wy, %wz : index, index, index
-    }}
-    builtin.module {{
-      func.func private @aotexec_sgemm_workgroup(%a: {mref}, %b: {mref}, %c: {mref}, %m: index, %n: index, %k: index, %tr: index, %mc: index, %pc: index, %x: index, %y: index, %z: index) attributes {{hal.import.static}}
-      func.func @sgemm(%a: !stream.binding, %b: !stream.binding, %c: !stream.binding, {idx}) {{
-        %c0 = arith.constant 0 : index
-        %x = stream.dispatch.workgroup.id[0] : index
-        %y = stream.dispatch.workgroup.id[1] : index
-        %z = stream.dispatch.workgroup.id[2] : index
-        %ma = stream.binding.subspan %a[%c0] : !stream.binding -> {mref}{{%sa}}
-        %mb = stream.binding.subspan %b[%c0] : !stream.binding -> {mref}{{%sb}}
-        %mc_out = stream.binding.subspan %c[%c0] : !stream.binding -> {mref}{{%sc}}
-        func.call @aotexec_sgemm_workgroup(%ma, %mb, %mc_out, %m, %n, %k, %tr, %mc, %pc, %x, %y, %z) : ({mref}, {mref}, {mref}, index, index, index, index, index, index, index, index, index) -> ()
-        return
-      }}
-    }}
-  }}
-"""
-
-
-def uses_kernels(function_text: str) -> bool:
-    return SYMBOL in function_text
+    return executable.dispatch(b, "sgemm", groups, [x, packed], [m, n, k, int(a_trans), rows, PANELS_PER_GROUP],
+                               ((z,) if batched else ()) + (m, n))

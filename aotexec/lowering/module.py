@@ -14,7 +14,8 @@ import numpy as np
 from ..base import AotexecError
 from ..emitter import RESIDENT_ARG, Emitter, Value, mlir_string
 from ..graph import Entry, Node
-from ..kernels import matmul as kernel_matmul
+from ..kernels import epilogue as kernel_epilogue
+from ..kernels import executable as kernel_executable
 from ..kernels.code import Kernels
 from ..ops.nhwc import TO_NCHW
 from ..ops.registry import draws_random, reads_value
@@ -159,6 +160,7 @@ class FunctionBuilder:
         b.loc = name
         b.lines.append(f'    "func.return"({", ".join(v.name for v in results)}) : '
                        f'({", ".join(v.type for v in results)}) -> () loc("{name}")')
+        kernel_epilogue.fuse(b)
         sig = ", ".join(self.params)
         rtypes = ", ".join(v.type for v in results)
         return "".join(g + "\n" for g in self.globals) + f"  func.func @{name}({sig}) -> ({rtypes}) {{\n" + \
@@ -290,5 +292,5 @@ def _needed_nodes(outputs: Sequence[Entry], provided: dict[Key, Value]) -> set[i
 
 def module_text(functions: Sequence[str], kernels: Kernels | None = None) -> str:
     """The module of ``functions``, with the kernels' executable if one of them calls it."""
-    used = kernels is not None and any(kernel_matmul.uses_kernels(f) for f in functions)
-    return "module {\n" + (kernel_matmul.executable_text(kernels) if used else "") + "\n".join(functions) + "\n}\n"
+    used = kernels is not None and any(kernel_executable.uses_kernels(f) for f in functions)
+    return "module {\n" + (kernel_executable.executable_text(kernels) if used else "") + "\n".join(functions) + "\n}\n"

@@ -12,6 +12,7 @@ import itertools
 from typing import Sequence
 
 from ..emitter import Emitter, Value
+from ..kernels import conv as kernel_conv
 from ..kernels import matmul as kernel_matmul
 from ..symbolic import any_dynamic
 
@@ -136,7 +137,8 @@ def conv_nhwc_wide(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, lhs
     on the right by the extra columns' windows), the extra columns sliced off."""
     n, oh, ow, f = out_shape
     # a 1x1 kernel is a matmul to IREE, whatever the width
-    wide = ow if any_dynamic(out_shape) or groups > 1 or tuple(wt.shape[:2]) == (1, 1) else good_width(ow)
+    wide = ow if any_dynamic(out_shape) or groups > 1 or tuple(wt.shape[:2]) == (1, 1) or kernel_conv.takes(
+        b, x, wt.shape, out_shape, stride, lhs_dilation, rhs_dilation, groups) else good_width(ow)
     if wide == ow:
         return b.conv_nhwc(x, wt, tuple(out_shape), stride, pads, lhs_dilation, rhs_dilation, groups)
     pads = [tuple(pads[0]), (pads[1][0], pads[1][1] + (wide - ow) * stride[1])]

@@ -21,15 +21,17 @@ from ..kernels.code import Kernels
 
 _log = logging.getLogger("aotexec.kernels")
 
-SOURCE = Path(kernel_code.__file__).with_name("sgemm_avx512.c")
+SOURCE = Path(kernel_code.__file__).with_name("avx512_kernels.c")
 # freestanding code for IREE's embedded ELF linker: no libc calls (memset patterns, stack
-# protector, unwind tables), no PIC indirection
+# protector, unwind tables), no PIC indirection, no jump tables (absolute relocations)
 CFLAGS = ("-O3", "-march=x86-64-v4", "-std=c11", "-ffreestanding", "-fno-builtin", "-fno-stack-protector",
           "-fno-tree-loop-distribute-patterns", "-fno-asynchronous-unwind-tables", "-fno-pic",
-          "-ffunction-sections", "-fdata-sections")
+          "-ffunction-sections", "-fdata-sections", "-fno-jump-tables")
 # what the object needs of the CPU the module runs on (LLVM feature names)
 REQUIRED_FEATURES = {"avx512f", "fma"}
 COMPILERS = ("cc", "gcc", "clang")
+# nets with grouped convolutions hand the kernel no deep products (``kernels_for``)
+GROUPED_DEEP_PRODUCTS = False
 
 
 def _compiler() -> str | None:
@@ -63,7 +65,7 @@ def _build(cache_dir: Path) -> Kernels | None:
         return None
     cc, version = ident
     key = hashlib.sha256("\0".join([SOURCE.read_text(), version, *CFLAGS]).encode()).hexdigest()[:24]
-    name = f"sgemm_avx512-{key}.o"
+    name = f"avx512_kernels-{key}.o"
     kept = cache_dir / "kernels" / name
     if not kept.exists():
         if key in _failed or not _compile(cc, kept):
@@ -125,6 +127,6 @@ def kernels_for(opts: CompileOptions, options: Options, graph=None) -> Kernels |
     if not (cpu["triple"] or "").startswith("x86_64") or not REQUIRED_FEATURES <= set(cpu["features"] or ()):
         return None
     kernels = _build(options.cache_dir)
-    if kernels is not None and graph is not None and any(getattr(n.params, "num_group", 1) > 1 for n in graph.nodes):
+    if kernels is not None and graph is not None and not GROUPED_DEEP_PRODUCTS and any(getattr(n.params, "num_group", 1) > 1 for n in graph.nodes):
         return dataclasses.replace(kernels, deep_products=False)
     return kernels

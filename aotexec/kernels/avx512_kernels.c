@@ -1,0 +1,285 @@
+/* f32 matmul and convolution for IREE llvm-cpu dispatches on x86-64 CPUs with AVX-512F.
+ *
+ * Matmul (aotexec_sgemm_workgroup): C[z] (M x N, row-major) = A[z] (M x K) * B[z] (K x N) for z in [0, batch): one workgroup
+ * computes rows [wy*mc, +mc) x column panels [wx*pc, +pc) of batch wz. A is row-major
+ * (a_trans = 0: A[i][k] at a[i*K + k]) or stored transposed (a_trans = 1: at a[k*M + i]);
+ * B comes packed in 32-column panels, [ceil(N/32)][K][32], zero-padded past N (the emitter
+ * packs it with StableHLO ops, which IREE hoists out of the call for resident weights).
+ *
+ * The register tile is 14 rows x 32 columns (28 zmm accumulators, two B vectors and one
+ * broadcast per row per k): 16 loads for 28 FMAs, where IREE 3.13's own data-tiled f32 matmul
+ * (16x16 tiles, 17 loads for 16 FMAs) is bound by the load ports.
+ *
+ * Convolution (aotexec_conv_workgroup): the same tile as an implicit GEMM over a padded NHWC
+ * input (conv.py).
+ *
+ * Built freestanding (no libc) and linked into IREE's embedded ELF: memrefs arrive as
+ * (base, aligned, offset, size, stride) tuples, sizes as size_t.
+ */
+#include <stddef.h>
+#include <immintrin.h>
+
+#define MR 14
+#define NR 32
+#define MEMREF(T, n) T *n##_base, T *n, size_t n##_off, size_t n##_size, size_t n##_stride
+
+/* An epilogue per output column (ep: NULL, or the tile's columns of scale, then of shift):
+ * y = acc * scale + shift, then max(y, 0) where relu: a 1x1 layer's or a convolution's
+ * BatchNorm and ReLU in inference (epilogue.py), which IREE would have fused into its own
+ * dispatch. Stores rows [0, mr) of the tile, columns [0, nr). */
+static inline __attribute__((always_inline)) void store_tile(__m512 *c0, __m512 *c1, const int mr, float *c,
+    size_t ldc, size_t nr, const float *scale, const float *shift, int relu) {
+  __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1u);
+  __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1u);
+  if (scale) {
+    __m512 s0 = _mm512_maskz_loadu_ps(m0, scale), s1 = _mm512_maskz_loadu_ps(m1, scale + 16);
+    __m512 t0 = _mm512_maskz_loadu_ps(m0, shift), t1 = _mm512_maskz_loadu_ps(m1, shift + 16);
+    _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
+      c0[i] = _mm512_fmadd_ps(c0[i], s0, t0);
+      c1[i] = _mm512_fmadd_ps(c1[i], s1, t1);
+    }
+  }
+  if (relu) {
+    _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
+      c0[i] = _mm512_max_ps(c0[i], _mm512_setzero_ps());
+      c1[i] = _mm512_max_ps(c1[i], _mm512_setzero_ps());
+    }
+  }
+  _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
+    _mm512_mask_storeu_ps(c + i * ldc, m0, c0[i]);
+    _mm512_mask_storeu_ps(c + i * ldc + 16, m1, c1[i]);
+  }
+}
+
+/* acc (mr x nr of C at c, row stride ldc) = A rows (element (i, k) at a[i*si + k*sk]) x panel */
+#define MICRO_KERNEL(name, SI, SK)                                                            \
+  static inline __attribute__((always_inline)) void name(size_t K, const float *a, size_t lda, \
+      const float *b, float *c, size_t ldc, size_t mr, size_t nr, const float *scale,           \
+      const float *shift, int relu) {                                                         \
+    __m512 c0[MR], c1[MR];                                                                    \
+    _Pragma("GCC unroll 14") for (int i = 0; i < MR; i++) {                                   \
+      c0[i] = _mm512_setzero_ps();                                                            \
+      c1[i] = _mm512_setzero_ps();                                                            \
+    }                                                                                         \
+    if (mr == MR) {                                                                           \
+      for (size_t k = 0; k < K; k++) {                                                        \
+        __m512 b0 = _mm512_loadu_ps(b + NR * k), b1 = _mm512_loadu_ps(b + NR * k + 16);       \
+        _Pragma("GCC unroll 14") for (int i = 0; i < MR; i++) {                               \
+          __m512 av = _mm512_set1_ps(a[(SI) * i + (SK) * k]);                                 \
+          c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);                                             \
+          c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);                                             \
+        }                                                                                     \
+      }                                                                                       \
+    } else {                                                                                  \
+      for (size_t k = 0; k < K; k++) {                                                        \
+        __m512 b0 = _mm512_loadu_ps(b + NR * k), b1 = _mm512_loadu_ps(b + NR * k + 16);       \
+        for (size_t i = 0; i < mr; i++) {                                                     \
+          __m512 av = _mm512_set1_ps(a[(SI) * i + (SK) * k]);                                 \
+          c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);                                             \
+          c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);                                             \
+        }                                                                                     \
+      }                                                                                       \
+    }                                                                                         \
+    if (mr == MR)                                                                             \
+      store_tile(c0, c1, MR, c, ldc, nr, scale, shift, relu);                                 \
+    else                                                                                      \
+      for (size_t i = 0; i < mr; i++) store_tile(c0 + i, c1 + i, 1, c + i * ldc, ldc, nr, scale, shift, relu); \
+  }
+
+MICRO_KERNEL(micro_rows, lda, 1)     /* A row-major: lda = K */
+MICRO_KERNEL(micro_cols, 1, lda)     /* A transposed: lda = M */
+
+static void sgemm(const float *a, const float *bp, float *c, size_t M, size_t N, size_t K, size_t a_trans,
+                  size_t mc, size_t pc, size_t wx, size_t wy, size_t wz, const float *scale, const float *shift,
+                  int relu) {
+  size_t panels = (N + NR - 1) / NR;
+  const float *A = a + wz * M * K;
+  const float *B = bp + wz * panels * K * NR;
+  float *C = c + wz * M * N;
+  size_t m0 = wy * mc, m1 = m0 + mc < M ? m0 + mc : M;
+  size_t p0 = wx * pc, p1 = p0 + pc < panels ? p0 + pc : panels;
+  for (size_t p = p0; p < p1; p++) {
+    size_t n = p * NR, nr = N - n < NR ? N - n : NR;
+    const float *sc = scale ? scale + n : 0, *sh = shift ? shift + n : 0;
+    for (size_t m = m0; m < m1; m += MR) {
+      size_t mr = m1 - m < MR ? m1 - m : MR;
+      if (a_trans)
+        micro_cols(K, A + m, M, B + p * K * NR, C + m * N + n, N, mr, nr, sc, sh, relu);
+      else
+        micro_rows(K, A + m * K, K, B + p * K * NR, C + m * N + n, N, mr, nr, sc, sh, relu);
+    }
+  }
+}
+
+void aotexec_sgemm_workgroup(MEMREF(const float, a), MEMREF(const float, bp), MEMREF(float, c),
+                             size_t M, size_t N, size_t K, size_t a_trans, size_t mc, size_t pc,
+                             size_t wx, size_t wy, size_t wz) {
+  sgemm(a + a_off, bp + bp_off, c + c_off, M, N, K, a_trans, mc, pc, wx, wy, wz, 0, 0, 0);
+}
+
+/* The same with the epilogue (one product: z = 0). */
+void aotexec_sgemm_ep_workgroup(MEMREF(const float, a), MEMREF(const float, bp), MEMREF(const float, sc),
+                                MEMREF(const float, sh), MEMREF(float, c), size_t M, size_t N, size_t K,
+                                size_t a_trans, size_t mc, size_t pc, size_t relu, size_t wx, size_t wy) {
+  sgemm(a + a_off, bp + bp_off, c + c_off, M, N, K, a_trans, mc, pc, wx, wy, 0, sc + sc_off, sh + sh_off, (int)relu);
+}
+
+/* Convolution, channels-last, on an input padded beforehand:
+ *   y[n][oy][ox][o] = sum_{ky, kx, c} x[n][oy*sy + ky*dy][ox*sx + kx*dx][c] * w[ky][kx][c][o]
+ * x is (N, HP, WP, C), y (N, OH, OW, O), the weights packed like B above with K = KH*KW*C
+ * ([ceil(O/32)][KH][KW][C][32]). A register tile is up to 14 consecutive output pixels of one
+ * output row x 32 channels: for each kernel offset the 14 pixels' inputs are rows of a matrix
+ * with row stride sx*C, so the tile accumulates over (ky, kx, c) without an im2col copy. Rows
+ * split into balanced tiles (17 = 9 + 8, not 14 + 3). One workgroup: output rows (n, oy)
+ * [wy*rc, +rc) x panels [wx*pc, +pc). geom packs KH, KW, sy, sx, dy, dx one byte each. */
+static inline __attribute__((always_inline)) void conv_tile(const int mr, const float *a, size_t lda,
+    size_t C, size_t KH, size_t KW, size_t row_step, size_t col_step, const float *b, float *y, size_t ldy,
+    size_t nr, const float *scale, const float *shift, int relu) {
+  __m512 c0[MR], c1[MR];
+  _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
+    c0[i] = _mm512_setzero_ps();
+    c1[i] = _mm512_setzero_ps();
+  }
+  for (size_t ky = 0; ky < KH; ky++) {
+    for (size_t kx = 0; kx < KW; kx++) {
+      const float *ak = a + ky * row_step + kx * col_step;
+      const float *bk = b + (ky * KW + kx) * C * NR;
+      for (size_t k = 0; k < C; k++) {
+        __m512 b0 = _mm512_loadu_ps(bk + NR * k), b1 = _mm512_loadu_ps(bk + NR * k + 16);
+        _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
+          __m512 av = _mm512_set1_ps(ak[lda * i + k]);
+          c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+          c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+        }
+      }
+    }
+  }
+  store_tile(c0, c1, mr, y, ldy, nr, scale, shift, relu);
+}
+
+#define CONV_TILE_CASE(R) \
+  case R: conv_tile(R, a, lda, C, KH, KW, row_step, col_step, b, y, ldy, nr, scale, shift, relu); break;
+
+static void conv_tile_any(size_t mr, const float *a, size_t lda, size_t C, size_t KH, size_t KW,
+                          size_t row_step, size_t col_step, const float *b, float *y, size_t ldy, size_t nr,
+                          const float *scale, const float *shift, int relu) {
+  switch (mr) {
+    CONV_TILE_CASE(14) CONV_TILE_CASE(13) CONV_TILE_CASE(12) CONV_TILE_CASE(11) CONV_TILE_CASE(10)
+    CONV_TILE_CASE(9) CONV_TILE_CASE(8) CONV_TILE_CASE(7) CONV_TILE_CASE(6) CONV_TILE_CASE(5)
+    CONV_TILE_CASE(4) CONV_TILE_CASE(3) CONV_TILE_CASE(2) CONV_TILE_CASE(1)
+    default: break;
+  }
+}
+
+static void conv(const float *X, const float *B, float *Y, size_t N, size_t HP, size_t WP, size_t C, size_t OH,
+                 size_t OW, size_t O, size_t geom, size_t rc, size_t pc, size_t wx, size_t wy, const float *scale,
+                 const float *shift, int relu) {
+  size_t KH = geom & 255, KW = (geom >> 8) & 255, sy = (geom >> 16) & 255, sx = (geom >> 24) & 255;
+  size_t dy = (geom >> 32) & 255, dx = (geom >> 40) & 255;
+  size_t panels = (O + NR - 1) / NR, K = KH * KW * C;
+  size_t tiles = (OW + MR - 1) / MR;
+  size_t r0 = wy * rc, r1 = r0 + rc < N * OH ? r0 + rc : N * OH;
+  size_t p0 = wx * pc, p1 = p0 + pc < panels ? p0 + pc : panels;
+  for (size_t p = p0; p < p1; p++) {
+    size_t o = p * NR, nr = O - o < NR ? O - o : NR;
+    const float *sc = scale ? scale + o : 0, *sh = shift ? shift + o : 0;
+    for (size_t r = r0; r < r1; r++) {
+      size_t n = r / OH, oy = r % OH;
+      const float *xrow = X + ((n * HP + oy * sy) * WP) * C;
+      float *yrow = Y + r * OW * O + o;
+      for (size_t t = 0, ox = 0; t < tiles; t++) {
+        size_t mr = (OW - ox) / (tiles - t) + ((OW - ox) % (tiles - t) != 0);
+        conv_tile_any(mr, xrow + ox * sx * C, sx * C, C, KH, KW, dy * WP * C, dx * C, B + p * K * NR,
+                      yrow + ox * O, O, nr, sc, sh, relu);
+        ox += mr;
+      }
+    }
+  }
+}
+
+void aotexec_conv_workgroup(MEMREF(const float, x), MEMREF(const float, wp), MEMREF(float, y),
+                            size_t N, size_t HP, size_t WP, size_t C, size_t OH, size_t OW, size_t O,
+                            size_t geom, size_t rc, size_t pc, size_t wx, size_t wy) {
+  conv(x + x_off, wp + wp_off, y + y_off, N, HP, WP, C, OH, OW, O, geom, rc, pc, wx, wy, 0, 0, 0);
+}
+
+/* The same with the epilogue. */
+void aotexec_conv_ep_workgroup(MEMREF(const float, x), MEMREF(const float, wp), MEMREF(const float, sc),
+                               MEMREF(const float, sh), MEMREF(float, y), size_t N, size_t HP, size_t WP,
+                               size_t C, size_t OH, size_t OW, size_t O, size_t geom, size_t rc, size_t pc,
+                               size_t relu, size_t wx, size_t wy) {
+  conv(x + x_off, wp + wp_off, y + y_off, N, HP, WP, C, OH, OW, O, geom, rc, pc, wx, wy, sc + sc_off, sh + sh_off,
+       (int)relu);
+}
+
+/* The convolution's weight gradient, for dx = 1:
+ *   dw[ky][kx][c][o] = sum_{n, oy, ox} x[n][oy*sy + ky*dy][ox*sx + kx][c] * g[n][oy][ox][o]
+ * For one ky, dw[ky] is a (KW*C) x O matrix whose row i = kx*C + c reads, at each output pixel,
+ * the input float i after the pixel's window start: rows are consecutive floats, so a
+ * 14-row x 32-column tile accumulates over the pixels with one broadcast per row. x is padded
+ * (N, HP, WP, C); g comes packed [ceil(O/32)][N*OH*OW][32] (once for every offset); dw is
+ * (KH, KW, C, O). Pixels go in chunks of output rows (rc rows, a chunk of g in L2 for every
+ * tile), the tiles' sums kept in dw between chunks. One workgroup: panel wx, kernel row wy. */
+static inline __attribute__((always_inline)) void wgrad_tile(const int mr, const float *x, size_t row0,
+    size_t row1, size_t OH, size_t OW, size_t HP, size_t WP, size_t C, size_t sy, size_t sx, size_t ky_rows,
+    size_t i0, const float *gp, float *d, size_t ldd, size_t nr, int first) {
+  __m512 c0[MR], c1[MR];
+  __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1u);
+  __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1u);
+  _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
+    c0[i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, d + i * ldd);
+    c1[i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, d + i * ldd + 16);
+  }
+  for (size_t r = row0; r < row1; r++) {
+    size_t n = r / OH, oy = r % OH;
+    const float *a = x + ((n * HP + oy * sy + ky_rows) * WP) * C + i0;
+    const float *b = gp + r * OW * NR;
+    size_t step = sx * C;
+    for (size_t ox = 0; ox < OW; ox++) {
+      __m512 b0 = _mm512_loadu_ps(b + NR * ox), b1 = _mm512_loadu_ps(b + NR * ox + 16);
+      const float *ap = a + ox * step;
+      _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
+        __m512 av = _mm512_set1_ps(ap[i]);
+        c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+        c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+      }
+    }
+  }
+  _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
+    _mm512_mask_storeu_ps(d + i * ldd, m0, c0[i]);
+    _mm512_mask_storeu_ps(d + i * ldd + 16, m1, c1[i]);
+  }
+}
+
+#define WGRAD_TILE_CASE(R) \
+  case R: wgrad_tile(R, x, row0, row1, OH, OW, HP, WP, C, sy, sx, ky_rows, i0, gp, d, ldd, nr, first); break;
+
+static void wgrad_tile_any(size_t mr, const float *x, size_t row0, size_t row1, size_t OH, size_t OW,
+                           size_t HP, size_t WP, size_t C, size_t sy, size_t sx, size_t ky_rows, size_t i0,
+                           const float *gp, float *d, size_t ldd, size_t nr, int first) {
+  switch (mr) {
+    WGRAD_TILE_CASE(14) WGRAD_TILE_CASE(13) WGRAD_TILE_CASE(12) WGRAD_TILE_CASE(11) WGRAD_TILE_CASE(10)
+    WGRAD_TILE_CASE(9) WGRAD_TILE_CASE(8) WGRAD_TILE_CASE(7) WGRAD_TILE_CASE(6) WGRAD_TILE_CASE(5)
+    WGRAD_TILE_CASE(4) WGRAD_TILE_CASE(3) WGRAD_TILE_CASE(2) WGRAD_TILE_CASE(1)
+    default: break;
+  }
+}
+
+void aotexec_conv_wgrad_workgroup(MEMREF(const float, x), MEMREF(const float, gp), MEMREF(float, dw),
+                                  size_t N, size_t HP, size_t WP, size_t C, size_t OH, size_t OW, size_t O,
+                                  size_t geom, size_t rc, size_t wx, size_t wy) {
+  size_t KW = (geom >> 8) & 255, sy = (geom >> 16) & 255, sx = (geom >> 24) & 255, dy = (geom >> 32) & 255;
+  size_t M = KW * C, tiles = (M + MR - 1) / MR, rows = N * OH;
+  size_t o = wx * NR, nr = O - o < NR ? O - o : NR;
+  const float *X = x + x_off;
+  const float *G = gp + gp_off + wx * rows * OW * NR;
+  float *D = dw + dw_off + wy * M * O + o;
+  for (size_t row0 = 0; row0 < rows; row0 += rc) {
+    size_t row1 = row0 + rc < rows ? row0 + rc : rows;
+    for (size_t t = 0, i0 = 0; t < tiles; t++) {
+      size_t mr = (M - i0) / (tiles - t) + ((M - i0) % (tiles - t) != 0);
+      wgrad_tile_any(mr, X, row0, row1, OH, OW, HP, WP, C, sy, sx, wy * dy, i0, G, D + i0 * O, O, nr, row0 == 0);
+      i0 += mr;
+    }
+  }
+}

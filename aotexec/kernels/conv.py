@@ -1,0 +1,95 @@
+"""2-D f32 convolutions, channels-last, as calls of the AVX-512 kernel (``avx512_kernels.c``):
+an implicit GEMM on the zero-padded input, no im2col copy.
+
+``Emitter.conv_nhwc`` asks ``call`` first when its module may use kernels. IREE 3.13's direct
+convolutions ran at about half of this CPU's FMA peak (docs/PERFORMANCE.md); the kernel's
+14-pixel x 32-channel tile is the matmul kernel's. What it gives up: IREE fuses neither the
+input's padding nor an elementwise consumer (BatchNorm, ReLU) into an external dispatch.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from ..mlir_values import Value
+from ..symbolic import any_dynamic
+from . import executable
+from .matmul import MR, NR, pack_columns
+
+if TYPE_CHECKING:
+    from ..emitter import Emitter
+
+# output pixels per workgroup (whole output rows) and 32-channel panels per workgroup
+PIXELS_PER_GROUP = 8 * MR
+PANELS_PER_GROUP = 2
+# smaller or shallower convolutions stay with IREE, as do 1x1 ones (matmuls to IREE, with
+# their epilogues fused)
+MIN_MACS = 1 << 21
+MIN_COLS = 16
+MIN_DEPTH = 64
+# weight gradients: output pixels per chunk (a chunk of the packed gradient stays in L2 while
+# every tile of a kernel row reads it)
+WGRAD_CHUNK_PIXELS = 1024
+
+
+def takes(b: "Emitter", x: Value, wt_shape: Sequence[int], out_shape: Sequence[int], stride, lhs_dilation=(1, 1),
+          rhs_dilation=(1, 1), groups: int = 1, batch_groups: int = 1) -> bool:
+    """Whether ``call`` takes the convolution of ``x`` with HWIO weights of ``wt_shape`` (the
+    forms built for IREE's codegen, im2col and extra output columns, are then skipped)."""
+    if b.kernels is None or x.dtype != np.float32 or groups != 1 or batch_groups != 1:
+        return False
+    if any(d != 1 for d in lhs_dilation) or any_dynamic((*x.shape, *wt_shape, *out_shape)):
+        return False
+    kh, kw, c, o = (int(d) for d in wt_shape)
+    n, oh, ow, _ = (int(d) for d in out_shape)
+    return ((kh, kw) != (1, 1) and max(kh, kw, *stride, *rhs_dilation) <= 255 and o >= MIN_COLS
+            and kh * kw * c >= MIN_DEPTH and n * oh * ow * o * kh * kw * c >= MIN_MACS)
+
+
+def _geometry(kernel, stride, dilation) -> int:
+    kh, kw = kernel
+    return kh | kw << 8 | stride[0] << 16 | stride[1] << 24 | dilation[0] << 32 | dilation[1] << 40
+
+
+def call(b: "Emitter", x: Value, wt: Value, out_shape: Sequence[int], stride, pad, lhs_dilation, rhs_dilation,
+         groups: int, batch_groups: int) -> Value | None:
+    """The NHWC convolution of ``x`` with HWIO ``wt`` (``Emitter.conv_nhwc``'s arguments)
+    through the kernel; None where the kernel does not take it."""
+    if wt.dtype != x.dtype or not takes(b, x, wt.shape, out_shape, stride, lhs_dilation, rhs_dilation, groups,
+                                        batch_groups):
+        return None
+    kh, kw, c, o = (int(d) for d in wt.shape)
+    n, oh, ow, _ = (int(d) for d in out_shape)
+    xp = b.pad(x, 0.0, (0, pad[0][0], pad[1][0], 0), (0, pad[0][1], pad[1][1], 0))
+    _, hp, wp, _ = xp.shape
+    packed = pack_columns(b, b.reshape(wt, (kh * kw * c, o)), kh * kw * c, o)
+    geom = _geometry((kh, kw), stride, rhs_dilation)
+    rows = max(1, PIXELS_PER_GROUP // ow)
+    groups_xy = (-(-(-(-o // NR)) // PANELS_PER_GROUP), -(-(n * oh) // rows), 1)
+    return executable.dispatch(b, "conv", groups_xy, [xp, packed],
+                               [n, hp, wp, c, oh, ow, o, geom, rows, PANELS_PER_GROUP], (n, oh, ow, o))
+
+
+def takes_weight_grad(b: "Emitter", x: Value, g: Value, kernel, stride, dilation) -> bool:
+    """Whether ``weight_grad`` takes the weight gradient of this (ungrouped, NHWC) convolution:
+    the kernel reads a kernel row's (kx, c) inputs as consecutive floats, so no column dilation."""
+    if b.kernels is None or x.dtype != np.float32 or g.dtype != np.float32 or any_dynamic((*x.shape, *g.shape)):
+        return False
+    kh, kw = kernel
+    n, oh, ow, o = (int(d) for d in g.shape)
+    return ((kh, kw) != (1, 1) and dilation[1] == 1 and max(kh, kw, *stride, dilation[0]) <= 255
+            and o >= MIN_COLS and n * oh * ow * o * kh * kw * int(x.shape[3]) >= MIN_MACS)
+
+
+def weight_grad(b: "Emitter", xp: Value, g: Value, kernel, stride, dilation) -> Value:
+    """d weight (KH, KW, C, O) of the NHWC convolution of the zero-padded input ``xp`` whose
+    head gradient is ``g`` (N, OH, OW, O): ``g`` packed once, every kernel offset's product
+    in the kernel (``aotexec_conv_wgrad_workgroup``)."""
+    kh, kw = kernel
+    n, hp, wp, c = (int(d) for d in xp.shape)
+    _, oh, ow, o = (int(d) for d in g.shape)
+    packed = pack_columns(b, b.reshape(g, (n * oh * ow, o)), n * oh * ow, o)
+    rows = max(1, WGRAD_CHUNK_PIXELS // ow)
+    return executable.dispatch(b, "conv_wgrad", (-(-o // NR), kh, 1), [xp, packed],
+                               [n, hp, wp, c, oh, ow, o, _geometry(kernel, stride, dilation), rows], (kh, kw, c, o))

@@ -1,0 +1,111 @@
+"""The ``stream.executable`` a module's kernel calls dispatch, and the ``flow.dispatch`` of one.
+
+Each export binds its tensors (inputs, then the one result) as ``memref<?xf32>`` and passes
+its index constants on to the C function with the workgroup ids appended (``avx512_kernels.c``:
+memrefs arrive as (base, aligned, offset, size, stride) tuples, indices as size_t).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from ..mlir_values import Value, mlir_string
+from .code import Kernels
+
+if TYPE_CHECKING:
+    from ..emitter import Emitter
+
+EXECUTABLE = "@aotexec_kernels"
+# export -> (C function, number of tensor inputs, index constants' names, workgroup ids passed)
+EXPORTS = {
+    "sgemm": ("aotexec_sgemm_workgroup", 2, ("m", "n", "k", "tr", "mc", "pc"), 3),
+    "conv": ("aotexec_conv_workgroup", 2, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc", "pc"), 2),
+    # with the epilogue (``epilogue.py``): two more inputs, per-column scale and shift, and a ReLU flag
+    "sgemm_ep": ("aotexec_sgemm_ep_workgroup", 4, ("m", "n", "k", "tr", "mc", "pc", "relu"), 2),
+    "conv_ep": ("aotexec_conv_ep_workgroup", 4, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc", "pc", "relu"), 2),
+    "conv_wgrad": ("aotexec_conv_wgrad_workgroup", 2, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc"), 2),
+}
+MREF = "memref<?xf32>"
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One dispatch as emitted: what ``epilogue.fuse`` needs to emit it again with an epilogue."""
+    export: str
+    workgroups: tuple[int, ...]
+    inputs: tuple[Value, ...]           # flat
+    consts: tuple[int, ...]
+    line: int                           # the dispatch's line in ``Emitter.lines``
+    flat: Value                         # its flat result
+    result: Value                       # that result reshaped (what the caller got)
+
+
+def dispatch(b: "Emitter", export: str, workgroups: Sequence[int], inputs: Sequence[Value],
+             consts: Sequence[int], out_shape: Sequence[int]) -> Value:
+    """``export`` of the kernels' executable on the (flat f32) ``inputs``, its index ``consts``
+    in ``EXPORTS`` order, over ``workgroups`` (x, y, z); the result, reshaped to ``out_shape``."""
+    flat = [b.reshape(v, (int(np.prod(v.shape)),)) for v in inputs]
+    size = int(np.prod(out_shape))
+    names = []
+    for v in (*workgroups, *consts, *(f.shape[0] for f in flat), size):
+        names.append(b.fresh())
+        b.lines.append(f"{b.indent}{names[-1]} = arith.constant {int(v)} : index")
+    index_types = ", ".join(["index"] * (len(names) - 3))
+    out = b.fresh()
+    line = len(b.lines)
+    b.lines.append(f"{b.indent}{out} = flow.dispatch {EXECUTABLE}::@{export}[{', '.join(names[:3])}]"
+                   f"({', '.join(f.name for f in flat)}, {', '.join(names[3:])}) : "
+                   f"({', '.join(f.type for f in flat)}, {index_types}) -> tensor<{size}xf32> loc(\"{b.loc}\")")
+    flat_out = Value(out, (size,), np.dtype("float32"))
+    result = b.reshape(flat_out, tuple(out_shape))
+    b.kernel_calls.append(KernelCall(export, tuple(workgroups), tuple(flat), tuple(int(c) for c in consts),
+                                     line, flat_out, result))
+    return result
+
+
+def _export_text(export: str) -> str:
+    func, n_in, consts, n_ids = EXPORTS[export]
+    bindings = [f"%t{i}" for i in range(n_in + 1)]
+    sizes = [f"%s{i}" for i in range(n_in + 1)]
+    ids = ["%wx", "%wy", "%wz"][:n_ids]
+    args = ", ".join([f"{t}: !stream.binding" for t in bindings] + [f"%{c}: index" for c in consts]
+                     + [f"{s}: index" for s in sizes])
+    subspans = "\n".join(f"        %m{i} = stream.binding.subspan {t}[%c0] : !stream.binding -> {MREF}{{{s}}}"
+                         for i, (t, s) in enumerate(zip(bindings, sizes)))
+    ids_text = "\n".join(f"        {v} = stream.dispatch.workgroup.id[{i}] : index" for i, v in enumerate(ids))
+    call_args = [f"%m{i}" for i in range(n_in + 1)] + [f"%{c}" for c in consts] + ids
+    types = ", ".join([MREF] * (n_in + 1) + ["index"] * (len(consts) + n_ids))
+    return f"""      func.func private @{func}({types}) attributes {{hal.import.static}}
+      func.func @{export}({args}) {{
+        %c0 = arith.constant 0 : index
+{ids_text}
+{subspans}
+        func.call @{func}({', '.join(call_args)}) : ({types}) -> ()
+        return
+      }}"""
+
+
+def executable_text(kernels: Kernels) -> str:
+    """The ``stream.executable`` every kernel call of a module dispatches: one export per C
+    function, all linked from the one object."""
+    target = '#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64", {target_triple = "x86_64-unknown-unknown-eabi-elf"}>'
+    path = mlir_string(str(kernels.object_path))
+    exports = "\n".join(f"""    stream.executable.export public @{e} workgroups(%wx: index, %wy: index, %wz: index) -> (index, index, index) {{
+      stream.return %wx, %wy, %wz : index, index, index
+    }}""" for e in EXPORTS)
+    bodies = "\n".join(_export_text(e) for e in EXPORTS)
+    return f"""  stream.executable private {EXECUTABLE} attributes {{
+    hal.executable.objects = #hal.executable.objects<{{{target} = [#hal.executable.object<{{path = "{path}"}}>]}}>
+  }} {{
+{exports}
+    builtin.module {{
+{bodies}
+    }}
+  }}
+"""
+
+
+def uses_kernels(function_text: str) -> bool:
+    return f"{EXECUTABLE}::@" in function_text
