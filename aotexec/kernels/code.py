@@ -10,6 +10,9 @@ class Kernels:
     """The kernels' x86-64 object file. IREE 3.13 links an object into an executable from a
     path only (one given as data crashed or went unlinked), so modules name this file, whose
     name holds the hash of its source and compiler. ``deep_products``: products whose
-    elementwise consumers IREE would fuse go to the kernel too when deep (``matmul``)."""
+    elementwise consumers IREE would fuse go to the kernel too when deep (``matmul``);
+    ``epilogues``: an inference function's, where those consumers fold into the call
+    (``epilogue``), so shallower products pay too."""
     object_path: Path
     deep_products: bool = True
+    epilogues: bool = False

@@ -7,6 +7,8 @@ text; ``compiler.verify_mlir`` checks it before IREE compiles it, and every op c
 """
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Sequence
 
 import numpy as np
@@ -207,6 +209,8 @@ def lower_function(name: str, typing: Typing, inputs: Sequence[Entry | Node], ou
     packing, layout transposes) into the module's initializer, run once per parameter set
     instead of on every call (``Program.bind_parameters``, ``Executor._resident_module``).
     """
+    if kernels is not None and not is_train:
+        kernels = dataclasses.replace(kernels, epilogues=True)
     fb = FunctionBuilder(name, typing, layouts or layout.Layouts(), reductions, target, fenced_pointwise, kernels)
     fb.bind_inputs(inputs, resident)
     old = fb.add_to_args(outputs, add_to, first=len(inputs))

@@ -182,13 +182,16 @@ def strided_as_im2col(kernel, stride, in_channels: int, out_shape) -> bool:
             and min(in_channels, out_shape[3]) >= STRIDED_IM2COL_MIN_CHANNELS)
 
 
-def pointwise_as_matmul(shape, out_channels: int, kernels: bool = False) -> bool:
+def pointwise_as_matmul(shape, out_channels: int, kernel_depth: int | None = None) -> bool:
     """Whether a 1x1, stride-1 convolution of the NHWC input ``shape`` is emitted as a matmul;
-    ``kernels``: the module may call ``kernels.matmul``, which takes deep ones at any size."""
-    if any_dynamic(shape) or shape[3] < POINTWISE_MATMUL_MIN_CHANNELS:
+    ``kernel_depth``: the function may call ``kernels.matmul``, which takes products from that
+    depth at any size."""
+    if any_dynamic(shape):
         return False
-    if kernels and shape[3] >= kernel_matmul.FUSED_MIN_DEPTH:
+    if kernel_depth is not None and shape[3] >= kernel_depth:
         return True
+    if shape[3] < POINTWISE_MATMUL_MIN_CHANNELS:
+        return False
     pixels = prod(shape[:3])
     return pixels <= POINTWISE_MATMUL_MAX_PIXELS or (
         pixels >= 2 * POINTWISE_MATMUL_MAX_PIXELS and shape[3] * out_channels >= POINTWISE_MATMUL_WIDE)
@@ -216,8 +219,9 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
         x = b.slice(x, (0, 0, 0, 0), (x.shape[0], (out_shape[1] - 1) * stride[0] + 1,
                                       (out_shape[2] - 1) * stride[1] + 1, x.shape[3]), (1, stride[0], stride[1], 1))
         stride, pad = (1, 1), (0, 0)
+    deep = b.kernels is not None and b.kernels.deep_products
     if tuple(p.kernel) == (1, 1) and tuple(pad) == (0, 0) and pointwise_as_matmul(
-            x.shape, out_shape[3], b.kernels is not None and b.kernels.deep_products):
+            x.shape, out_shape[3], kernel_matmul.fused_min_depth(b.kernels) if deep else None):
         y = b.dot_general(b.reshape(x, (prod(x.shape[:3]), x.shape[3])), b.reshape(_hwio(b, w), (x.shape[3], out_shape[3])),
                           contract=([1], [0]))
         y = b.reshape(y, tuple(out_shape))
