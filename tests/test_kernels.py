@@ -57,6 +57,10 @@ def test_deep_products_stay_with_iree_when_kernels_take_none():
     assert not kernel_executable.uses_kernels("\n".join(line for line in b.lines if line))
     b.dot_general(_v("%c", (4, 300, 64)), _v("%d", (4, 64, 96)), ([2], [1]), ([0], [0]), alone=True)
     assert kernel_executable.uses_kernels("\n".join(line for line in b.lines if line))
+    # an inference function's products go to the kernel anyway (their epilogues fold), from depth 64
+    b = Emitter(kernels=Kernels(Path("/nonexistent/sgemm.o"), deep_products=False, epilogues=True))
+    b.dot_general(_v("%a", (600, 64)), _v("%b", (64, 100)), ([1], [0]))
+    assert kernel_executable.uses_kernels("\n".join(line for line in b.lines if line))
 
 
 def test_grouped_convolution_nets_get_no_deep_products(tmp_path_factory):
@@ -263,24 +267,30 @@ def test_the_emitter_hands_the_conv_kernel_what_it_takes():
         assert ("stablehlo.convolution" in text) != taken, kw
 
 
-def _epilogue_emitter(extra_use: bool):
-    """A kernel convolution, a BatchNorm's inference arithmetic and a ReLU, as rules emit them."""
+def _epilogue_emitter(extra_use: bool, residual: bool = False, relu6: bool = False):
+    """A kernel convolution, a BatchNorm's inference arithmetic, a residual add and a ReLU or
+    ReLU6, as rules emit them."""
     from aotexec.kernels import epilogue
     b = _emitter()
     y = b.conv_nhwc(_v("%x", (16, 56, 56, 64)), _v("%w", (3, 3, 64, 64)), (16, 56, 56, 64), (1, 1), [(1, 1), (1, 1)])
     bc = lambda v: b.broadcast_in_dim(v, y.shape, [3])  # noqa: E731
     z = b.add(b.mul(b.sub(y, bc(_v("%mean", (64,)))), bc(_v("%scale", (64,)))), bc(_v("%beta", (64,))))
-    r = b.max(z, 0.0)
+    if residual:
+        z = b.add(z, _v("%res", y.shape))
+    r = b.clamp(0.0, z, 6.0) if relu6 else b.max(z, 0.0)
     results = [r, y] if extra_use else [r]
     b.lines.append(f'    "func.return"({", ".join(v.name for v in results)}) : () -> ()')
     return b, epilogue.fuse(b), r
 
 
 @pytest.mark.lowering
-def test_a_batchnorm_and_relu_after_a_kernel_fold_into_its_call():
-    b, fused, r = _epilogue_emitter(extra_use=False)
+@pytest.mark.parametrize("residual,relu6", [(False, False), (True, False), (False, True)])
+def test_a_batchnorm_and_relu_after_a_kernel_fold_into_its_call(residual, relu6):
+    b, fused, r = _epilogue_emitter(extra_use=False, residual=residual, relu6=relu6)
     text = "\n".join(b.body())
-    assert fused == 1 and "@aotexec_kernels::@conv_ep" in text and "stablehlo.maximum" not in text
+    assert fused == 1 and "@aotexec_kernels::@conv_ep" in text
+    assert "stablehlo.maximum" not in text and "stablehlo.clamp" not in text
+    assert ('"stablehlo.reshape"(%res)' in text) == residual      # the residual, flat, is an operand of the call
     assert f"{r.name} = " in text                # the chain's last value is still defined, by the call
     # the folded scale / shift: one subtraction, one multiplication, no tensor-sized op left
     assert "@aotexec_kernels::@conv[" not in text
@@ -293,10 +303,11 @@ def test_a_kernel_result_read_elsewhere_keeps_its_epilogue_apart():
     assert fused == 0 and "@aotexec_kernels::@conv[" in text and "stablehlo.maximum" in text
 
 
-@pytest.mark.parametrize("layer", ["conv3x3", "conv1x1", "fc"])
-def test_inference_epilogues_in_the_kernel_match_numpy(tmp_path_factory, layer):
-    # Convolution / FullyConnected + BatchNorm (moving statistics) + ReLU bound for inference:
-    # the kernel applies the BatchNorm and the ReLU itself (kernels.epilogue)
+@pytest.mark.parametrize("layer,tail", [("conv3x3", "relu"), ("conv1x1", "relu"), ("fc", "relu"),
+                                        ("conv3x3", "residual"), ("conv1x1", "relu6")])
+def test_inference_epilogues_in_the_kernel_match_numpy(tmp_path_factory, layer, tail):
+    # Convolution / FullyConnected + BatchNorm (moving statistics) + ReLU, a residual add then
+    # ReLU, or ReLU6 (clip), bound for inference: the kernel applies them itself (kernels.epilogue)
     _available(tmp_path_factory)
     rng = np.random.default_rng(4)
     c, o = (40, 64) if layer == "conv3x3" else (288, 72)
@@ -309,19 +320,46 @@ def test_inference_epilogues_in_the_kernel_match_numpy(tmp_path_factory, layer):
         k = 3 if layer == "conv3x3" else 1
         w = rng.standard_normal((o, c, k, k)).astype(np.float32)
         y = ax.sym.Convolution(d, num_filter=o, kernel=(k, k), pad=(k // 2, k // 2), name="c")
-    s = ax.sym.Activation(ax.sym.BatchNorm(y, fix_gamma=False, eps=1e-3, name="bn"), act_type="relu")
+    z = ax.sym.BatchNorm(y, fix_gamma=False, eps=1e-3, name="bn")
+    res = rng.standard_normal((2, o, 17, 17)).astype(np.float32)
+    if tail == "residual":
+        z = z + ax.sym.Variable("res")
+    s = ax.sym.clip(z, 0.0, 6.0) if tail == "relu6" else ax.sym.Activation(z, act_type="relu")
     bias, gamma, beta, mean = (rng.standard_normal(o).astype(np.float32) for _ in range(4))
     var = rng.uniform(0.5, 2, o).astype(np.float32)
-    ex = s.simple_bind(ax.cpu(), grad_req="null", data=x.shape)
+    shapes = {"data": x.shape, **({"res": res.shape} if tail == "residual" else {})}
+    ex = s.simple_bind(ax.cpu(), grad_req="null", **shapes)
     ex.copy_params_from({"c_weight": ax.nd.array(w), "c_bias": ax.nd.array(bias), "bn_gamma": ax.nd.array(gamma),
                          "bn_beta": ax.nd.array(beta)},
                         {"bn_moving_mean": ax.nd.array(mean), "bn_moving_var": ax.nd.array(var)})
     ex.arg_dict["data"][:] = x
+    if tail == "residual":
+        ex.arg_dict["res"][:] = res
     got = ex.forward(is_train=False)[0].asnumpy()
     if layer == "fc":
         ref, axis = x.astype(np.float64) @ w.T.astype(np.float64) + bias, (1, -1)
     else:
         ref, axis = _conv_nchw(x, w, (w.shape[2] // 2,) * 2) + bias[:, None, None], (1, -1, 1, 1)
     per = lambda v: v.reshape(axis)  # noqa: E731
-    ref = np.maximum((ref - per(mean)) / np.sqrt(per(var) + 1e-3) * per(gamma) + per(beta), 0)
+    ref = (ref - per(mean)) / np.sqrt(per(var) + 1e-3) * per(gamma) + per(beta)
+    ref = np.clip(ref, 0, 6) if tail == "relu6" else np.maximum(ref + (res if tail == "residual" else 0), 0)
     _check("output", got, ref)
+
+
+@pytest.mark.lowering
+def test_two_products_meeting_in_a_residual_add_fold_once():
+    # ResNet's projection blocks: body and shortcut products both end in one add; the first
+    # chain takes the add (the shortcut's BatchNorm as its residual), the second stops before it
+    from aotexec.kernels import epilogue
+    b = _emitter()
+    conv = lambda name: b.conv_nhwc(_v(name, (16, 28, 28, 64)), _v("%w", (3, 3, 64, 64)), (16, 28, 28, 64),  # noqa: E731
+                                    (1, 1), [(1, 1), (1, 1)])
+    bn = lambda y, v: b.mul(y, b.broadcast_in_dim(_v(v, (64,)), y.shape, [3]))  # noqa: E731
+    body, short = bn(conv("%x1"), "%s1"), bn(conv("%x2"), "%s2")
+    r = b.max(b.add(body, short), 0.0)
+    b.lines.append(f'    "func.return"({r.name}) : () -> ()')
+    assert epilogue.fuse(b) == 2
+    text = "\n".join(b.body())
+    assert text.count("@aotexec_kernels::@conv_ep") == 2 and f'"stablehlo.reshape"({short.name})' in text
+    defined = [line.split(" = ")[0].strip() for part in b.body() for line in part.split("\n") if " = " in line]
+    assert len(defined) == len(set(defined)) and short.name in defined and r.name in defined

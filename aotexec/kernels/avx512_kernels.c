@@ -23,26 +23,45 @@
 #define NR 32
 #define MEMREF(T, n) T *n##_base, T *n, size_t n##_off, size_t n##_size, size_t n##_stride
 
-/* An epilogue per output column (ep: NULL, or the tile's columns of scale, then of shift):
- * y = acc * scale + shift, then max(y, 0) where relu: a 1x1 layer's or a convolution's
- * BatchNorm and ReLU in inference (epilogue.py), which IREE would have fused into its own
- * dispatch. Stores rows [0, mr) of the tile, columns [0, nr). */
+/* An epilogue per output column, applied to a tile in registers before its store:
+ * y = acc * scale + shift (+ the residual at the same position), then clamped to [lo, hi]: a
+ * 1x1 layer's or a convolution's bias, BatchNorm, residual add and ReLU / ReLU6 in inference
+ * (epilogue.py), which IREE would have fused into its own dispatch. From the call: one f32
+ * operand holding scale[O], shift[O], lo, hi, and a residual operand laid out as the output. */
+typedef struct {
+  const float *scale, *shift;   /* the whole rows: a tile reads from its first column on */
+  ptrdiff_t res;                /* residual - output, in floats, where has_res */
+  float lo, hi;
+  int has_res;
+} epilogue_t;
+
+static epilogue_t make_epilogue(const float *ep, size_t O, const float *res, const float *out, size_t has_res) {
+  epilogue_t e = {ep, ep + O, res - out, ep[2 * O], ep[2 * O + 1], has_res != 0};
+  return e;
+}
+
+/* Stores rows [0, mr) of the tile, columns [0, nr) of column col on, through ep when not NULL. */
 static inline __attribute__((always_inline)) void store_tile(__m512 *c0, __m512 *c1, const int mr, float *c,
-    size_t ldc, size_t nr, const float *scale, const float *shift, int relu) {
+    size_t ldc, size_t nr, const epilogue_t *ep, size_t col) {
   __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1u);
   __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1u);
-  if (scale) {
+  if (ep) {
+    const float *scale = ep->scale + col, *shift = ep->shift + col;
     __m512 s0 = _mm512_maskz_loadu_ps(m0, scale), s1 = _mm512_maskz_loadu_ps(m1, scale + 16);
     __m512 t0 = _mm512_maskz_loadu_ps(m0, shift), t1 = _mm512_maskz_loadu_ps(m1, shift + 16);
+    __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
     _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
       c0[i] = _mm512_fmadd_ps(c0[i], s0, t0);
       c1[i] = _mm512_fmadd_ps(c1[i], s1, t1);
-    }
-  }
-  if (relu) {
-    _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
-      c0[i] = _mm512_max_ps(c0[i], _mm512_setzero_ps());
-      c1[i] = _mm512_max_ps(c1[i], _mm512_setzero_ps());
+      if (ep->has_res) {
+        const float *r = c + i * ldc + ep->res;
+        c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, r));
+        c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, r + 16));
+      }
+      /* the bound first: max / min return their second operand where one is NaN, and a NaN
+       * stays NaN as with stablehlo.maximum */
+      c0[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, c0[i]));
+      c1[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, c1[i]));
     }
   }
   _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
@@ -54,8 +73,8 @@ static inline __attribute__((always_inline)) void store_tile(__m512 *c0, __m512 
 /* acc (mr x nr of C at c, row stride ldc) = A rows (element (i, k) at a[i*si + k*sk]) x panel */
 #define MICRO_KERNEL(name, SI, SK)                                                            \
   static inline __attribute__((always_inline)) void name(size_t K, const float *a, size_t lda, \
-      const float *b, float *c, size_t ldc, size_t mr, size_t nr, const float *scale,           \
-      const float *shift, int relu) {                                                         \
+      const float *b, float *c, size_t ldc, size_t mr, size_t nr, const epilogue_t *ep,         \
+      size_t col) {                                                                           \
     __m512 c0[MR], c1[MR];                                                                    \
     _Pragma("GCC unroll 14") for (int i = 0; i < MR; i++) {                                   \
       c0[i] = _mm512_setzero_ps();                                                            \
@@ -81,17 +100,16 @@ static inline __attribute__((always_inline)) void store_tile(__m512 *c0, __m512 
       }                                                                                       \
     }                                                                                         \
     if (mr == MR)                                                                             \
-      store_tile(c0, c1, MR, c, ldc, nr, scale, shift, relu);                                 \
+      store_tile(c0, c1, MR, c, ldc, nr, ep, col);                                            \
     else                                                                                      \
-      for (size_t i = 0; i < mr; i++) store_tile(c0 + i, c1 + i, 1, c + i * ldc, ldc, nr, scale, shift, relu); \
+      for (size_t i = 0; i < mr; i++) store_tile(c0 + i, c1 + i, 1, c + i * ldc, ldc, nr, ep, col); \
   }
 
 MICRO_KERNEL(micro_rows, lda, 1)     /* A row-major: lda = K */
 MICRO_KERNEL(micro_cols, 1, lda)     /* A transposed: lda = M */
 
 static void sgemm(const float *a, const float *bp, float *c, size_t M, size_t N, size_t K, size_t a_trans,
-                  size_t mc, size_t pc, size_t wx, size_t wy, size_t wz, const float *scale, const float *shift,
-                  int relu) {
+                  size_t mc, size_t pc, size_t wx, size_t wy, size_t wz, const epilogue_t *ep) {
   size_t panels = (N + NR - 1) / NR;
   const float *A = a + wz * M * K;
   const float *B = bp + wz * panels * K * NR;
@@ -100,13 +118,12 @@ static void sgemm(const float *a, const float *bp, float *c, size_t M, size_t N,
   size_t p0 = wx * pc, p1 = p0 + pc < panels ? p0 + pc : panels;
   for (size_t p = p0; p < p1; p++) {
     size_t n = p * NR, nr = N - n < NR ? N - n : NR;
-    const float *sc = scale ? scale + n : 0, *sh = shift ? shift + n : 0;
     for (size_t m = m0; m < m1; m += MR) {
       size_t mr = m1 - m < MR ? m1 - m : MR;
       if (a_trans)
-        micro_cols(K, A + m, M, B + p * K * NR, C + m * N + n, N, mr, nr, sc, sh, relu);
+        micro_cols(K, A + m, M, B + p * K * NR, C + m * N + n, N, mr, nr, ep, n);
       else
-        micro_rows(K, A + m * K, K, B + p * K * NR, C + m * N + n, N, mr, nr, sc, sh, relu);
+        micro_rows(K, A + m * K, K, B + p * K * NR, C + m * N + n, N, mr, nr, ep, n);
     }
   }
 }
@@ -114,14 +131,15 @@ static void sgemm(const float *a, const float *bp, float *c, size_t M, size_t N,
 void aotexec_sgemm_workgroup(MEMREF(const float, a), MEMREF(const float, bp), MEMREF(float, c),
                              size_t M, size_t N, size_t K, size_t a_trans, size_t mc, size_t pc,
                              size_t wx, size_t wy, size_t wz) {
-  sgemm(a + a_off, bp + bp_off, c + c_off, M, N, K, a_trans, mc, pc, wx, wy, wz, 0, 0, 0);
+  sgemm(a + a_off, bp + bp_off, c + c_off, M, N, K, a_trans, mc, pc, wx, wy, wz, 0);
 }
 
 /* The same with the epilogue (one product: z = 0). */
-void aotexec_sgemm_ep_workgroup(MEMREF(const float, a), MEMREF(const float, bp), MEMREF(const float, sc),
-                                MEMREF(const float, sh), MEMREF(float, c), size_t M, size_t N, size_t K,
-                                size_t a_trans, size_t mc, size_t pc, size_t relu, size_t wx, size_t wy) {
-  sgemm(a + a_off, bp + bp_off, c + c_off, M, N, K, a_trans, mc, pc, wx, wy, 0, sc + sc_off, sh + sh_off, (int)relu);
+void aotexec_sgemm_ep_workgroup(MEMREF(const float, a), MEMREF(const float, bp), MEMREF(const float, ep),
+                                MEMREF(const float, res), MEMREF(float, c), size_t M, size_t N, size_t K,
+                                size_t a_trans, size_t mc, size_t pc, size_t has_res, size_t wx, size_t wy) {
+  epilogue_t e = make_epilogue(ep + ep_off, N, res + res_off, c + c_off, has_res);
+  sgemm(a + a_off, bp + bp_off, c + c_off, M, N, K, a_trans, mc, pc, wx, wy, 0, &e);
 }
 
 /* Convolution, channels-last, on an input padded beforehand:
@@ -134,7 +152,7 @@ void aotexec_sgemm_ep_workgroup(MEMREF(const float, a), MEMREF(const float, bp),
  * [wy*rc, +rc) x panels [wx*pc, +pc). geom packs KH, KW, sy, sx, dy, dx one byte each. */
 static inline __attribute__((always_inline)) void conv_tile(const int mr, const float *a, size_t lda,
     size_t C, size_t KH, size_t KW, size_t row_step, size_t col_step, const float *b, float *y, size_t ldy,
-    size_t nr, const float *scale, const float *shift, int relu) {
+    size_t nr, const epilogue_t *ep, size_t col) {
   __m512 c0[MR], c1[MR];
   _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
     c0[i] = _mm512_setzero_ps();
@@ -154,15 +172,15 @@ static inline __attribute__((always_inline)) void conv_tile(const int mr, const 
       }
     }
   }
-  store_tile(c0, c1, mr, y, ldy, nr, scale, shift, relu);
+  store_tile(c0, c1, mr, y, ldy, nr, ep, col);
 }
 
 #define CONV_TILE_CASE(R) \
-  case R: conv_tile(R, a, lda, C, KH, KW, row_step, col_step, b, y, ldy, nr, scale, shift, relu); break;
+  case R: conv_tile(R, a, lda, C, KH, KW, row_step, col_step, b, y, ldy, nr, ep, col); break;
 
 static void conv_tile_any(size_t mr, const float *a, size_t lda, size_t C, size_t KH, size_t KW,
                           size_t row_step, size_t col_step, const float *b, float *y, size_t ldy, size_t nr,
-                          const float *scale, const float *shift, int relu) {
+                          const epilogue_t *ep, size_t col) {
   switch (mr) {
     CONV_TILE_CASE(14) CONV_TILE_CASE(13) CONV_TILE_CASE(12) CONV_TILE_CASE(11) CONV_TILE_CASE(10)
     CONV_TILE_CASE(9) CONV_TILE_CASE(8) CONV_TILE_CASE(7) CONV_TILE_CASE(6) CONV_TILE_CASE(5)
@@ -172,8 +190,7 @@ static void conv_tile_any(size_t mr, const float *a, size_t lda, size_t C, size_
 }
 
 static void conv(const float *X, const float *B, float *Y, size_t N, size_t HP, size_t WP, size_t C, size_t OH,
-                 size_t OW, size_t O, size_t geom, size_t rc, size_t pc, size_t wx, size_t wy, const float *scale,
-                 const float *shift, int relu) {
+                 size_t OW, size_t O, size_t geom, size_t rc, size_t pc, size_t wx, size_t wy, const epilogue_t *ep) {
   size_t KH = geom & 255, KW = (geom >> 8) & 255, sy = (geom >> 16) & 255, sx = (geom >> 24) & 255;
   size_t dy = (geom >> 32) & 255, dx = (geom >> 40) & 255;
   size_t panels = (O + NR - 1) / NR, K = KH * KW * C;
@@ -182,7 +199,6 @@ static void conv(const float *X, const float *B, float *Y, size_t N, size_t HP, 
   size_t p0 = wx * pc, p1 = p0 + pc < panels ? p0 + pc : panels;
   for (size_t p = p0; p < p1; p++) {
     size_t o = p * NR, nr = O - o < NR ? O - o : NR;
-    const float *sc = scale ? scale + o : 0, *sh = shift ? shift + o : 0;
     for (size_t r = r0; r < r1; r++) {
       size_t n = r / OH, oy = r % OH;
       const float *xrow = X + ((n * HP + oy * sy) * WP) * C;
@@ -190,7 +206,7 @@ static void conv(const float *X, const float *B, float *Y, size_t N, size_t HP, 
       for (size_t t = 0, ox = 0; t < tiles; t++) {
         size_t mr = (OW - ox) / (tiles - t) + ((OW - ox) % (tiles - t) != 0);
         conv_tile_any(mr, xrow + ox * sx * C, sx * C, C, KH, KW, dy * WP * C, dx * C, B + p * K * NR,
-                      yrow + ox * O, O, nr, sc, sh, relu);
+                      yrow + ox * O, O, nr, ep, o);
         ox += mr;
       }
     }
@@ -200,16 +216,16 @@ static void conv(const float *X, const float *B, float *Y, size_t N, size_t HP, 
 void aotexec_conv_workgroup(MEMREF(const float, x), MEMREF(const float, wp), MEMREF(float, y),
                             size_t N, size_t HP, size_t WP, size_t C, size_t OH, size_t OW, size_t O,
                             size_t geom, size_t rc, size_t pc, size_t wx, size_t wy) {
-  conv(x + x_off, wp + wp_off, y + y_off, N, HP, WP, C, OH, OW, O, geom, rc, pc, wx, wy, 0, 0, 0);
+  conv(x + x_off, wp + wp_off, y + y_off, N, HP, WP, C, OH, OW, O, geom, rc, pc, wx, wy, 0);
 }
 
 /* The same with the epilogue. */
-void aotexec_conv_ep_workgroup(MEMREF(const float, x), MEMREF(const float, wp), MEMREF(const float, sc),
-                               MEMREF(const float, sh), MEMREF(float, y), size_t N, size_t HP, size_t WP,
+void aotexec_conv_ep_workgroup(MEMREF(const float, x), MEMREF(const float, wp), MEMREF(const float, ep),
+                               MEMREF(const float, res), MEMREF(float, y), size_t N, size_t HP, size_t WP,
                                size_t C, size_t OH, size_t OW, size_t O, size_t geom, size_t rc, size_t pc,
-                               size_t relu, size_t wx, size_t wy) {
-  conv(x + x_off, wp + wp_off, y + y_off, N, HP, WP, C, OH, OW, O, geom, rc, pc, wx, wy, sc + sc_off, sh + sh_off,
-       (int)relu);
+                               size_t has_res, size_t wx, size_t wy) {
+  epilogue_t e = make_epilogue(ep + ep_off, O, res + res_off, y + y_off, has_res);
+  conv(x + x_off, wp + wp_off, y + y_off, N, HP, WP, C, OH, OW, O, geom, rc, pc, wx, wy, &e);
 }
 
 /* The convolution's weight gradient, for dx = 1:

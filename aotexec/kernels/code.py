@@ -12,7 +12,8 @@ class Kernels:
     name holds the hash of its source and compiler. ``deep_products``: products whose
     elementwise consumers IREE would fuse go to the kernel too when deep (``matmul``);
     ``epilogues``: an inference function's, where those consumers fold into the call
-    (``epilogue``), so shallower products pay too."""
+    (``epilogue``): such products go to the kernel from a smaller depth, whatever
+    ``deep_products`` says."""
     object_path: Path
     deep_products: bool = True
     epilogues: bool = False

@@ -5,14 +5,17 @@ one: a kernel's result with BatchNorm (inference: a per-channel affine map) and 
 would be read and written again by a dispatch of their own. ``fuse`` finds, for each kernel
 call (``executable.KernelCall``), the chain of single-use ops after its result: reshapes that
 keep the channel (last) axis, add / subtract / multiply with a per-channel vector (or a
-scalar) broadcast along that axis, and at most one final maximum with zero; it folds the chain
-into y = acc * scale + shift (then ReLU) and emits the call again with that epilogue in place
-of the chain's last op (``*_ep`` exports). A value with any other use (training's saved
-activations, batch statistics, a monitor, a function result) ends the chain where it is.
+scalar) broadcast along that axis, then at most one add of a same-shaped tensor (a residual),
+then maximum / minimum with scalar constants or a clamp (ReLU, ReLU6); it folds the chain into
+y = clamp(acc * scale + shift + residual, lo, hi) and emits the call again with that epilogue
+in place of the chain's last op (``*_ep`` exports). A value with any other use (training's
+saved activations, batch statistics, a monitor, a function result) ends the chain there.
 """
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -74,54 +77,86 @@ def fuse(b: "Emitter") -> int:
     if not calls or not FOLD:
         return 0
     users = _users(b)
-    plans = []
+    # a residual add reads two products (ResNet's block output and its projected shortcut): the
+    # first chain takes it, the other one stops before it (its last value is that residual)
+    plans, claimed = [], set()
     for call in calls:
-        plan = _chain(b, call, users)
+        plan = _chain(b, call, users, claimed)
         if plan is not None:
             plans.append(plan)
-    for call, chain, final, steps, relu in sorted(plans, key=lambda p: -b.defs[p[2]][3]):
-        _rewrite(b, call, chain, final, steps, relu)
+            claimed.update(plan.chain)
+    for plan in sorted(plans, key=lambda p: -b.defs[p.chain[-1]][3]):
+        _rewrite(b, plan)
     return len(plans)
 
 
-def _chain(b: "Emitter", call: "executable.KernelCall", users):
+@dataclass
+class _Plan:
+    call: "executable.KernelCall"
+    chain: list[str]                    # the ops folded, in order; the last one is re-defined
+    steps: list[tuple[str, Value, bool]]    # (affine op, its channel operand, the chain's value first)
+    residual: Value | None = None
+    lo: float = -math.inf
+    hi: float = math.inf
+
+
+def _scalar_constant(b: "Emitter", v: Value) -> float | None:
+    c = b.defs.get(v.name)
+    return _scalar(c[2]) if c is not None and c[0] == "stablehlo.constant" and v.shape == () else None
+
+
+def _chain(b: "Emitter", call: "executable.KernelCall", users, claimed: set[str]) -> _Plan | None:
     channels = call.result.shape[-1]
-    cur, chain, steps, relu = call.result.name, [], [], False
-    while not relu:
+    plan, cur, phase = _Plan(call, [], []), call.result.name, 0     # 0 affine, 1 residual taken, 2 clamps
+    while True:
         us = users.get(cur, [])
-        if len(us) != 1 or us[0] is None or us[0] not in b.defs:
+        if len(us) != 1 or us[0] is None or us[0] not in b.defs or us[0] in claimed:
             break
         op, operands, _, _, value = b.defs[us[0]]
         if value.dtype != np.float32 or not value.shape or value.shape[-1] != channels:
             break
         names = [v.name for v in operands]
+        if names.count(cur) != 1:
+            break
         if op == "stablehlo.reshape":
             pass
-        elif op in _AFFINE | {"stablehlo.maximum"} and len(names) == 2 and names.count(cur) == 1:
-            other = names[1] if names[0] == cur else names[0]
-            found = _channel_operand(b, other, channels, value.ndim - 1)
-            if found is None:
+        elif op == "stablehlo.clamp" and names[1] == cur:
+            lo, hi = _scalar_constant(b, operands[0]), _scalar_constant(b, operands[2])
+            if lo is None or hi is None:
                 break
-            src, scalar = found
-            if op == "stablehlo.maximum":
-                if scalar != 0.0:
+            plan.lo, plan.hi, phase = max(plan.lo, lo), min(plan.hi, hi), 2
+        elif op in _AFFINE | {"stablehlo.maximum", "stablehlo.minimum"} and len(names) == 2:
+            other = operands[1] if names[0] == cur else operands[0]
+            found = _channel_operand(b, other.name, channels, value.ndim - 1)
+            if op in ("stablehlo.maximum", "stablehlo.minimum"):
+                if found is None or found[1] is None:
                     break
-                relu = True
+                if op == "stablehlo.maximum":
+                    plan.lo = max(plan.lo, found[1])
+                else:
+                    plan.hi = min(plan.hi, found[1])
+                phase = 2
+            elif found is not None and phase == 0:
+                plan.steps.append((op, found[0], names[0] == cur))
+            elif op == "stablehlo.add" and phase == 0 and found is None and tuple(other.shape) == tuple(value.shape) \
+                    and other.dtype == np.float32:
+                plan.residual, phase = other, 1
             else:
-                steps.append((op, src, names[0] == cur))
+                break
         else:
             break
-        chain.append(us[0])
+        plan.chain.append(us[0])
         cur = us[0]
     # the last op that folds: trailing reshapes stay as they are
-    while chain and b.defs[chain[-1]][0] == "stablehlo.reshape":
-        chain.pop()
-    if not steps and not relu:
+    while plan.chain and b.defs[plan.chain[-1]][0] == "stablehlo.reshape":
+        plan.chain.pop()
+    if not plan.chain:
         return None
-    return call, chain, chain[-1], steps, relu
+    return plan
 
 
-def _rewrite(b: "Emitter", call: "executable.KernelCall", chain: list[str], final: str, steps, relu: bool) -> None:
+def _rewrite(b: "Emitter", plan: _Plan) -> None:
+    call, final = plan.call, plan.chain[-1]
     channels = call.result.shape[-1]
     final_line = b.defs[final][3]
     lines, b.lines = b.lines, []
@@ -129,7 +164,7 @@ def _rewrite(b: "Emitter", call: "executable.KernelCall", chain: list[str], fina
     try:
         vec = lambda v: v if v.shape == (channels,) else b.broadcast_in_dim(v, (channels,), ())  # noqa: E731
         scale = shift = None
-        for op, src, chain_first in steps:
+        for op, src, chain_first in plan.steps:
             v = vec(src)
             if op == "stablehlo.add":
                 shift = v if shift is None else b.add(shift, v)
@@ -143,13 +178,15 @@ def _rewrite(b: "Emitter", call: "executable.KernelCall", chain: list[str], fina
                 shift = v if shift is None else b.sub(v, shift)
         scale = scale if scale is not None else b.full_like(call.result, 1.0, (channels,))
         shift = shift if shift is not None else b.full_like(call.result, 0.0, (channels,))
-        out = executable.dispatch(b, EPILOGUE_EXPORT[call.export], call.workgroups, [*call.inputs, scale, shift],
-                                  [*call.consts, int(relu)], b.defs[final][4].shape)
+        ep = b.concatenate([scale, shift, b.constant(np.array([plan.lo, plan.hi], np.float32), (2,))], 0)
+        residual = plan.residual if plan.residual is not None else ep
+        out = executable.dispatch(b, EPILOGUE_EXPORT[call.export], call.workgroups, [*call.inputs, ep, residual],
+                                  [*call.consts, int(plan.residual is not None)], b.defs[final][4].shape)
         new = [ln for ln in b.lines if ln is not None]
-        new[-1] = new[-1].replace(out.name + " = ", final + " = ", 1) if out.name != call.flat.name else new[-1]
+        new[-1] = new[-1].replace(out.name + " = ", final + " = ", 1)
     finally:
         b.lines, b.kernel_calls = lines, saved_calls
-    for name in [call.result.name, *chain]:
+    for name in [call.result.name, *plan.chain]:
         if call.result is not call.flat or name != call.result.name:
             b.lines[b.defs[name][3]] = None
     b.lines[call.line] = None

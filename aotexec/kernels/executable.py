@@ -22,9 +22,10 @@ EXECUTABLE = "@aotexec_kernels"
 EXPORTS = {
     "sgemm": ("aotexec_sgemm_workgroup", 2, ("m", "n", "k", "tr", "mc", "pc"), 3),
     "conv": ("aotexec_conv_workgroup", 2, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc", "pc"), 2),
-    # with the epilogue (``epilogue.py``): two more inputs, per-column scale and shift, and a ReLU flag
-    "sgemm_ep": ("aotexec_sgemm_ep_workgroup", 4, ("m", "n", "k", "tr", "mc", "pc", "relu"), 2),
-    "conv_ep": ("aotexec_conv_ep_workgroup", 4, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc", "pc", "relu"), 2),
+    # with the epilogue (``epilogue.py``): two more inputs, [scale, shift, lo, hi] and a residual
+    # (laid out as the output), and whether that residual is one
+    "sgemm_ep": ("aotexec_sgemm_ep_workgroup", 4, ("m", "n", "k", "tr", "mc", "pc", "res"), 2),
+    "conv_ep": ("aotexec_conv_ep_workgroup", 4, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc", "pc", "res"), 2),
     "conv_wgrad": ("aotexec_conv_wgrad_workgroup", 2, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc"), 2),
 }
 MREF = "memref<?xf32>"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..mlir_values import Value
+from ..symbolic import any_dynamic
 from . import executable
 from .code import Kernels
 
@@ -47,7 +48,7 @@ def fused_min_depth(kernels: Kernels) -> int:
 def call(b: "Emitter", x: Value, y: Value, ca, cb, ba, bb, alone: bool = False) -> Value | None:
     """``x`` . ``y`` contracted as ``stablehlo.dot_general`` would, through the kernel; None
     where the kernel does not take this contraction. ``alone``: see ``Emitter.dot_general``."""
-    if x.dtype != np.float32 or y.dtype != np.float32 or not _static(x) or not _static(y):
+    if x.dtype != np.float32 or y.dtype != np.float32 or any_dynamic((*x.shape, *y.shape)):
         return None
     batched = list(ba) == [0] and list(bb) == [0]
     if not (batched or not (ba or bb)) or x.ndim != y.ndim or x.ndim != 2 + batched:
@@ -60,16 +61,12 @@ def call(b: "Emitter", x: Value, y: Value, ca, cb, ba, bb, alone: bool = False) 
     b_rows = cb[0] == r                      # B stored (K, N), else (N, K)
     n = y.shape[r + 1] if b_rows else y.shape[r]
     z = x.shape[0] if batched else 1
-    if not alone and not b.kernels.deep_products:
+    if not alone and not (b.kernels.deep_products or b.kernels.epilogues):
         return None
     if m < MIN_ROWS or n < MIN_COLS or k < (MIN_DEPTH if alone else fused_min_depth(b.kernels)) or z * m * n * k < MIN_MACS:
         return None
     packed = pack_columns(b, y, k, n, batched, b_rows)
     return _dispatch(b, x, packed, z, m, n, k, a_trans, batched)
-
-
-def _static(v: Value) -> bool:
-    return all(isinstance(d, (int, np.integer)) for d in v.shape)
 
 
 def pack_columns(b: "Emitter", y: Value, k: int, n: int, batched: bool = False, b_rows: bool = True) -> Value:

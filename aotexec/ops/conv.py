@@ -219,7 +219,7 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
         x = b.slice(x, (0, 0, 0, 0), (x.shape[0], (out_shape[1] - 1) * stride[0] + 1,
                                       (out_shape[2] - 1) * stride[1] + 1, x.shape[3]), (1, stride[0], stride[1], 1))
         stride, pad = (1, 1), (0, 0)
-    deep = b.kernels is not None and b.kernels.deep_products
+    deep = b.kernels is not None and (b.kernels.deep_products or b.kernels.epilogues)
     if tuple(p.kernel) == (1, 1) and tuple(pad) == (0, 0) and pointwise_as_matmul(
             x.shape, out_shape[3], kernel_matmul.fused_min_depth(b.kernels) if deep else None):
         y = b.dot_general(b.reshape(x, (prod(x.shape[:3]), x.shape[3])), b.reshape(_hwio(b, w), (x.shape[3], out_shape[3])),
