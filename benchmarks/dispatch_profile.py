@@ -41,6 +41,7 @@ def run(net: str, mode: str, seconds: float, dump: str) -> None:
     extra = ("--iree-llvmcpu-link-embedded=false", f"--iree-hal-dump-executable-binaries-to={dump}")
     build.options_for = lambda ctx, **kw: dataclasses.replace(orig(ctx, **kw),
                                                               extra_flags=orig(ctx, **kw).extra_flags + extra)
+    _load_kernels(Path(dump))
     if zoo.is_case(net):
         s = zoo.symbol(ax.sym, net)
         data, label = zoo.inputs(net)
@@ -68,6 +69,22 @@ def run(net: str, mode: str, seconds: float, dump: str) -> None:
         step()
 
 
+def _load_kernels(dump: Path) -> None:
+    """A system-ELF dispatch library leaves the hand-written kernels' symbols undefined (IREE
+    links the object into embedded ELFs only): load the object as a shared library, globally,
+    before any module is, so those symbols resolve and ``perf`` names the kernels too."""
+    import ctypes
+    from aotexec.options import Options
+    from aotexec.pipeline import kernel_build
+    kernels = kernel_build._build(Options.from_env().cache_dir)
+    if kernels is None:
+        return
+    dump.mkdir(parents=True, exist_ok=True)
+    so = dump / "aotexec_kernels.so"
+    subprocess.run(["gcc", "-shared", "-o", str(so), str(kernels.object_path)], check=True)
+    ctypes.CDLL(str(so), mode=ctypes.RTLD_GLOBAL)
+
+
 def symbols(dump: Path) -> list[tuple[int, str]]:
     out = []
     for so in dump.glob("*.so"):
@@ -90,7 +107,9 @@ def report(data: Path, syms: list[tuple[int, str]], top: int) -> None:
         if not m:
             continue
         share, dso, sym = float(m.group(1)), m.group(2), m.group(3)
-        if dso.startswith("iree_dylib") and sym.startswith("0x"):
+        if dso == "aotexec_kernels.so":
+            dispatches[f"kernel {sym}"] += share
+        elif dso.startswith("iree_dylib") and sym.startswith("0x"):
             i = bisect.bisect_right(addrs, int(sym, 16)) - 1
             dispatches[syms[i][1] if i >= 0 else "?"] += share
         else:

@@ -114,6 +114,50 @@ def test_winograd_weight_and_data_gradients_match_numpy(shape, pad):
     np.testing.assert_allclose(ex.grad_dict["conv_bias"].asnumpy(), g.sum((0, 2, 3)), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("m", [2, 4])
+def test_winograd_products_through_the_kernel_match_numpy(m, monkeypatch):
+    # enough tiles for the matmul kernel: the weight transform writes the kernel's packed
+    # panels itself (136 filters: four panels and a zero-padded fifth; the data gradient's
+    # 72 channels: two and a padded third), forward, data gradient and inference
+    from aotexec.kernels import matmul as kernel_matmul
+    from aotexec.pipeline import kernel_build
+    from aotexec.compiler import CompileOptions
+    from aotexec.options import Options
+    if kernel_build.kernels_for(CompileOptions(), Options.from_env()) is None:
+        pytest.skip("no AVX-512 CPU or no C compiler here: the kernel is not used")
+    monkeypatch.setattr(winograd, "MIN_CHANNELS", 64)
+    monkeypatch.setattr(winograd, "MIN_TILES_F4", 0 if m == 4 else 1 << 30)
+    calls = []
+    orig = kernel_matmul.packed_product
+    monkeypatch.setattr(kernel_matmul, "packed_product", lambda b, x, packed, n: calls.append(x.shape) or
+                        orig(b, x, packed, n))
+    shape, pad, f = (2, 72, 16, 16), 1, 136
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    w = rng.uniform(-0.1, 0.1, (f, shape[1], 3, 3)).astype(np.float32)
+    ex = _pooled_net(pad, f).simple_bind(ax.cpu(), grad_req={"data": "write", "conv_weight": "null", "conv_bias": "null"},
+                                  data=shape)
+    ex.arg_dict["data"][:] = x
+    ex.arg_dict["conv_weight"][:] = w
+    ex.arg_dict["conv_bias"][:] = 0.25
+    ex.forward(is_train=True)
+    ex.backward()
+    tiles = shape[0] * (16 // m) ** 2
+    assert sorted(calls) == [((m + 2) ** 2, tiles, 72), ((m + 2) ** 2, tiles, f)], calls
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    y = _conv_nchw(x64, w64, pad) + 0.25
+    q = y.reshape(shape[0], f, 8, 2, 8, 2).mean((3, 5))
+    np.testing.assert_allclose(ex.outputs[0].asnumpy(), (q * q).sum(), rtol=1e-5)
+    g = np.repeat(np.repeat(2 * q, 2, 2), 2, 3) / 4
+    dx = _conv_nchw(g, np.flip(w64, (2, 3)).transpose(1, 0, 2, 3), 2 - pad)
+    assert np.abs(ex.grad_dict["data"].asnumpy() - dx).max() / np.abs(dx).max() < 1e-5
+    inf = _pooled_net(pad, f).simple_bind(ax.cpu(), grad_req="null", data=shape)
+    inf.copy_params_from({"conv_weight": ax.nd.array(w), "conv_bias": ax.nd.array(np.full(f, 0.25, np.float32))})
+    inf.arg_dict["data"][:] = x
+    inf.forward(is_train=False)
+    np.testing.assert_allclose(inf.outputs[0].asnumpy(), (q * q).sum(), rtol=1e-5)
+
+
 def test_winograd_is_the_form_emitted_for_wide_3x3_layers_only():
     def batched_matmuls(c: int, shape, m: int) -> int:
         sym = S.Convolution(S.Variable("data"), kernel=(3, 3), pad=(1, 1), num_filter=c, name="conv")

@@ -61,12 +61,25 @@ def call(b: "Emitter", x: Value, y: Value, ca, cb, ba, bb, alone: bool = False) 
     b_rows = cb[0] == r                      # B stored (K, N), else (N, K)
     n = y.shape[r + 1] if b_rows else y.shape[r]
     z = x.shape[0] if batched else 1
-    if not alone and not (b.kernels.deep_products or b.kernels.epilogues):
-        return None
-    if m < MIN_ROWS or n < MIN_COLS or k < (MIN_DEPTH if alone else fused_min_depth(b.kernels)) or z * m * n * k < MIN_MACS:
+    if not takes(b, z, m, n, k, alone):
         return None
     packed = pack_columns(b, y, k, n, batched, b_rows)
     return _dispatch(b, x, packed, z, m, n, k, a_trans, batched)
+
+
+def takes(b: "Emitter", z: int, m: int, n: int, k: int, alone: bool = False) -> bool:
+    """Whether the kernel takes ``z`` static f32 (M x K) (K x N) products (``call``)."""
+    if b.kernels is None or not alone and not (b.kernels.deep_products or b.kernels.epilogues):
+        return False
+    return not (m < MIN_ROWS or n < MIN_COLS or k < (MIN_DEPTH if alone else fused_min_depth(b.kernels))
+                or z * m * n * k < MIN_MACS)
+
+
+def packed_product(b: "Emitter", x: Value, packed: Value, n: int) -> Value:
+    """The batched product (Z, M, K) x (Z, K, N) of ``x`` with B already as ``pack_columns``
+    lays it out (a producer that writes panels saves the packing pass); (Z, M, N)."""
+    z, m, k = (int(d) for d in x.shape)
+    return _dispatch(b, x, packed, z, m, n, k, False, True)
 
 
 def pack_columns(b: "Emitter", y: Value, k: int, n: int, batched: bool = False, b_rows: bool = True) -> Value:

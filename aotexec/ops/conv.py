@@ -233,7 +233,7 @@ def conv_nhwc(b: Emitter, p, x: Value, x_nhwc: bool, w: Value, bias: Value | Non
         return _nhwc_bias(b, y, bias)
     m = winograd.tile(p.kernel, stride, dilate, x.shape[3], out_shape[3], x.shape)
     if m:
-        y = winograd.conv3x3_nhwc(b, x, winograd.weight_transform(b, w, m), tuple(out_shape), pad, m)
+        y = winograd.conv3x3_nhwc(b, x, w, tuple(out_shape), pad, m)
         return _nhwc_bias(b, y, bias)
     if x.shape[3] == 1:
         x = b.pad(x, 0.0, (0, 0, 0, 0), (0, 0, 0, 1))
@@ -299,7 +299,7 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
         m = winograd.tile(kernel, stride, dilate, o, c, g.shape)
         if m and all(lo == hi >= 0 for lo, hi in pads):     # Winograd before im2col: ResNet-50 b16 training 5% faster
             w_flip = b.transpose(b.reverse(w, [2, 3]), (1, 0, 2, 3))                  # (C, O, 3, 3)
-            dx = winograd.conv3x3_nhwc(b, g, winograd.weight_transform(b, w_flip, m), (n, h, wd, c),
+            dx = winograd.conv3x3_nhwc(b, g, w_flip, (n, h, wd, c),
                                        (pads[0][0], pads[1][0]), m)
         else:
             wt = b.fence(b.transpose(b.reverse(w, [2, 3]), (2, 3, 0, 1)))          # (KH, KW, O, C)
