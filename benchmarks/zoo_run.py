@@ -332,7 +332,9 @@ def merge(base: dict, new: dict) -> dict:
         r["nets"] = [n for n in r["nets"] if n not in fresh]
     out = dict(base, runs=[r for r in runs if r["nets"]] + [_run_info(new, list(new["names"]))])
     for k in ("compile", "peer_bind", "setup", "errors", "cross_check", "timing", "wall_s", "rows"):
-        kept = {key: v for key, v in base.get(k, {}).items() if _net_of(key) not in fresh}
+        # a --no-compile run measured no compiles: a net keeps the earlier run's compile rows
+        renewed = fresh if k not in ("compile", "peer_bind") else {_net_of(key) for key in new.get(k, {})}
+        kept = {key: v for key, v in base.get(k, {}).items() if _net_of(key) not in renewed}
         out[k] = kept | new.get(k, {})
     out["names"] = list(base["names"]) + [n for n in new["names"] if n not in base["names"]]
     return out

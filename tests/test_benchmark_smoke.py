@@ -107,3 +107,9 @@ def test_zoo_merge_replaces_the_rerun_nets_only():
     assert [(r["started"], r["nets"]) for r in out["runs"]] == [("2026-11-25 14:07", ["resnet18_v1"]),
                                                               ("2026-11-27 07:30", ["resnet50_v1", "mobilenet1.0"])]
     assert "resnet18_v1: 2026-11-25 14:07 on cpu A" in zoo_run._merged_runs(out)[0]
+    # a --no-compile run keeps the earlier compile rows of the nets it re-timed
+    timed_only = run("2026-11-28 09:30", ["resnet18_v1"], 7.0)
+    del timed_only["compile"]
+    again = zoo_run.merge(out, timed_only)
+    assert again["timing"]["resnet18_v1:1/infer/aotexec"]["median_ms"] == 7.0
+    assert again["compile"]["resnet18_v1:1/infer"]["cold_s"] == 10.0
