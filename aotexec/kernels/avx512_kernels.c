@@ -40,11 +40,16 @@ static epilogue_t make_epilogue(const float *ep, size_t O, const float *res, con
   return e;
 }
 
+/* The lanes of a 32-column tile's two vectors that hold columns [0, nr). */
+static inline __mmask16 low_mask(size_t nr) { return nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1u); }
+static inline __mmask16 high_mask(size_t nr) {
+  return nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1u);
+}
+
 /* Stores rows [0, mr) of the tile, columns [0, nr) of column col on, through ep when not NULL. */
 static inline __attribute__((always_inline)) void store_tile(__m512 *c0, __m512 *c1, const int mr, float *c,
     size_t ldc, size_t nr, const epilogue_t *ep, size_t col) {
-  __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1u);
-  __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1u);
+  __mmask16 m0 = low_mask(nr), m1 = high_mask(nr);
   if (ep) {
     const float *scale = ep->scale + col, *shift = ep->shift + col;
     __m512 s0 = _mm512_maskz_loadu_ps(m0, scale), s1 = _mm512_maskz_loadu_ps(m1, scale + 16);
@@ -240,8 +245,7 @@ static inline __attribute__((always_inline)) void wgrad_tile(const int mr, const
     size_t row1, size_t OH, size_t OW, size_t HP, size_t WP, size_t C, size_t sy, size_t sx, size_t ky_rows,
     size_t i0, const float *gp, float *d, size_t ldd, size_t nr, int first) {
   __m512 c0[MR], c1[MR];
-  __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1u);
-  __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1u);
+  __mmask16 m0 = low_mask(nr), m1 = high_mask(nr);
   _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
     c0[i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, d + i * ldd);
     c1[i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, d + i * ldd + 16);

@@ -15,7 +15,7 @@ import numpy as np
 from ..mlir_values import Value
 from ..symbolic import any_dynamic
 from . import executable
-from .matmul import MR, NR, pack_columns
+from .matmul import MR, ceil_div, pack_columns, panels
 
 if TYPE_CHECKING:
     from ..emitter import Emitter
@@ -66,7 +66,7 @@ def call(b: "Emitter", x: Value, wt: Value, out_shape: Sequence[int], stride, pa
     packed = pack_columns(b, b.reshape(wt, (kh * kw * c, o)), kh * kw * c, o)
     geom = _geometry((kh, kw), stride, rhs_dilation)
     rows = max(1, PIXELS_PER_GROUP // ow)
-    groups_xy = (-(-(-(-o // NR)) // PANELS_PER_GROUP), -(-(n * oh) // rows), 1)
+    groups_xy = (ceil_div(panels(o), PANELS_PER_GROUP), ceil_div(n * oh, rows), 1)
     return executable.dispatch(b, "conv", groups_xy, [xp, packed],
                                [n, hp, wp, c, oh, ow, o, geom, rows, PANELS_PER_GROUP], (n, oh, ow, o))
 
@@ -91,5 +91,5 @@ def weight_grad(b: "Emitter", xp: Value, g: Value, kernel, stride, dilation) -> 
     _, oh, ow, o = (int(d) for d in g.shape)
     packed = pack_columns(b, b.reshape(g, (n * oh * ow, o)), n * oh * ow, o)
     rows = max(1, WGRAD_CHUNK_PIXELS // ow)
-    return executable.dispatch(b, "conv_wgrad", (-(-o // NR), kh, 1), [xp, packed],
+    return executable.dispatch(b, "conv_wgrad", (panels(o), kh, 1), [xp, packed],
                                [n, hp, wp, c, oh, ow, o, _geometry(kernel, stride, dilation), rows], (kh, kw, c, o))

@@ -40,6 +40,15 @@ FUSED_MIN_DEPTH = 256
 FOLDED_MIN_DEPTH = 64
 
 
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def panels(n: int) -> int:
+    """32-column panels of B for ``n`` columns (the last one zero-padded)."""
+    return ceil_div(n, NR)
+
+
 def fused_min_depth(kernels: Kernels) -> int:
     """The depth from which a product whose consumers IREE would fuse goes to the kernel."""
     return FOLDED_MIN_DEPTH if kernels.epilogues else FUSED_MIN_DEPTH
@@ -85,21 +94,21 @@ def packed_product(b: "Emitter", x: Value, packed: Value, n: int) -> Value:
 def pack_columns(b: "Emitter", y: Value, k: int, n: int, batched: bool = False, b_rows: bool = True) -> Value:
     """B (``y``: (.., K, N) when ``b_rows``, else (.., N, K)) as [Z][ceil(N/32)][K][32],
     zero-padded past N, flattened."""
-    p = -(-n // NR)
+    p = panels(n)
     lead = (y.shape[0],) if batched else ()
     r = len(lead)
     if b_rows:      # (.., K, N) -> (.., K, P, 32) -> (.., P, K, 32)
         padded = b.pad(y, 0.0, (0,) * (r + 2), (0,) * (r + 1) + (p * NR - n,))
-        panels = b.transpose(b.reshape(padded, lead + (k, p, NR)), tuple(range(r)) + (r + 1, r, r + 2))
+        packed = b.transpose(b.reshape(padded, lead + (k, p, NR)), tuple(range(r)) + (r + 1, r, r + 2))
     else:           # (.., N, K) -> (.., P, 32, K) -> (.., P, K, 32)
         padded = b.pad(y, 0.0, (0,) * (r + 2), (0,) * r + (p * NR - n, 0))
-        panels = b.transpose(b.reshape(padded, lead + (p, NR, k)), tuple(range(r)) + (r, r + 2, r + 1))
-    return b.reshape(panels, (int(np.prod(panels.shape)),))
+        packed = b.transpose(b.reshape(padded, lead + (p, NR, k)), tuple(range(r)) + (r, r + 2, r + 1))
+    return b.reshape(packed, (int(np.prod(packed.shape)),))
 
 
 def _dispatch(b: "Emitter", x: Value, packed: Value, z: int, m: int, n: int, k: int, a_trans: bool,
               batched: bool) -> Value:
-    rows = min(ROWS_PER_GROUP, -(-m // MR) * MR)
-    groups = (-(-(-(-n // NR)) // PANELS_PER_GROUP), -(-m // rows), z)
+    rows = min(ROWS_PER_GROUP, ceil_div(m, MR) * MR)
+    groups = (ceil_div(panels(n), PANELS_PER_GROUP), ceil_div(m, rows), z)
     return executable.dispatch(b, "sgemm", groups, [x, packed], [m, n, k, int(a_trans), rows, PANELS_PER_GROUP],
                                ((z,) if batched else ()) + (m, n))

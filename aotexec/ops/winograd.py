@@ -128,7 +128,7 @@ def _transformed(b: Emitter, w: Value, m: int, panels: bool) -> Value:
     g_mat = TRANSFORMS[m][1].astype(w.dtype)
     t = g_mat.shape[0]
     if panels:
-        p = -(-f // kernel_matmul.NR)
+        p = kernel_matmul.panels(f)
         w = b.pad(w, 0.0, (0, 0, 0, 0), (p * kernel_matmul.NR - f, 0, 0, 0))
         lay = b.transpose(b.reshape(w, (p, kernel_matmul.NR, c, 3, 3)), (3, 4, 0, 2, 1))   # (3, 3, P, C, 32)
     else:
