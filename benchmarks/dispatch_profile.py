@@ -74,9 +74,10 @@ def _load_kernels(dump: Path) -> None:
     links the object into embedded ELFs only): load the object as a shared library, globally,
     before any module is, so those symbols resolve and ``perf`` names the kernels too."""
     import ctypes
+    from aotexec.compiler import CompileOptions
     from aotexec.options import Options
     from aotexec.pipeline import kernel_build
-    kernels = kernel_build._build(Options.from_env().cache_dir)
+    kernels = kernel_build.kernels_for(CompileOptions(), Options.from_env())
     if kernels is None:
         return
     dump.mkdir(parents=True, exist_ok=True)
