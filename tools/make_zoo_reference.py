@@ -60,10 +60,10 @@ def families(vision) -> dict[str, tuple[Callable, tuple[int, ...], str]]:
                           "squeezenet1.1, 10 classes; 224x224 because its final AvgPool2D(13) needs a 13x13 map"),
         "vgg11_bn": (lambda: vision.get_model("vgg11_bn", classes=10), (2, 3, 64, 64),
                      "vgg11_bn, 10 classes (its classifier's two Dense(4096) layers are fixed in vision.VGG)"),
-        "densenet121": (lambda: vision.DenseNet(8, 4, [6, 12, 24, 16], classes=10), (1, 3, 224, 224),
-                        "densenet121's layers (block config [6,12,24,16]) with growth rate 4 and 8 initial "
-                        "features instead of 32 / 64, 10 classes; 224x224 because its final AvgPool2D(7) "
-                        "needs a 7x7 map"),
+        "densenet121": (lambda: vision.DenseNet(8, 4, [2, 3, 4, 3], classes=10), (1, 3, 224, 224),
+                        "densenet121's layer kinds with 2-4 dense layers per block (block config [2,3,4,3] "
+                        "instead of [6,12,24,16]), growth rate 4 and 8 initial features instead of 32 / 64, "
+                        "10 classes; 224x224 because its final AvgPool2D(7) needs a 7x7 map"),
         "inceptionv3": (lambda: vision.get_model("inceptionv3", classes=10), (1, 3, 299, 299),
                         "inceptionv3, 10 classes; 299x299 is the smallest input its stride-2 stages and "
                         "final AvgPool2D(8) allow"),
