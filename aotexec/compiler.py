@@ -234,7 +234,9 @@ def _compile_subprocess(mlir_text: str, flags: list[str], opts: CompileOptions, 
     return proc.stdout
 
 
-FUNCTION = re.compile(r"func\.func @(\w+)\(")   # a function a module defines
+# a function the module defines at its top level (not one inside an executable it embeds: the
+# kernels' exports, ``kernels.executable``)
+FUNCTION = re.compile(r"^ {0,2}func\.func @(\w+)\(", re.M)
 PROGRESS_EVERY = 15.0   # seconds between "still compiling" log records
 
 

@@ -359,3 +359,24 @@ def test_modules_with_grouped_convolutions_fuse_pads_into_consumers():
     assert not tuned_for(module(1), C.CompileOptions()).pads_into_consumers
     assert not tuned_for(module(8), C.CompileOptions(target="vulkan-spirv")).pads_into_consumers
     assert not tuned_for(module(8, ["forward_train", "backward"]), C.CompileOptions()).pads_into_consumers
+
+
+def test_a_module_calling_the_kernels_is_tuned_by_its_own_functions():
+    """The kernels' executable defines functions of its own (one per export): a MobileNet-like
+    inference module whose deep 1x1 layer calls the kernel is still an inference module for
+    ``tuned_for`` (its functions are counted at the module's top level only)."""
+    from pathlib import Path
+
+    from aotexec import pipeline
+    from aotexec.kernels.code import Kernels
+    from aotexec.pipeline.program import tuned_for
+    from aotexec.runtime.executor import bind_typing
+    S = ax.sym
+    dw = S.Convolution(S.Variable("x"), kernel=(3, 3), pad=(1, 1), num_filter=128, num_group=128, name="dw")
+    net = S.Activation(S.Convolution(dw, kernel=(1, 1), num_filter=128, name="pw"), act_type="relu")
+    kernels = Kernels(Path("/nonexistent/kernels.o"), deep_products=False, epilogues=True)
+    text = pipeline.entry_points(net, bind_typing(net, {"x": (1, 128, 28, 28)}, {}), ["forward_infer"],
+                                 channels_last=True, kernels=kernels)[0]
+    assert "@aotexec_kernels::@sgemm_ep" in text        # the 1x1 layer is the kernel's
+    assert C.FUNCTION.findall(text) == ["forward_infer"]
+    assert tuned_for(text, C.CompileOptions()).pads_into_consumers
