@@ -4,12 +4,14 @@ in use, and the NHWC build against the NCHW one (AOTEXEC_LAYOUT=nchw)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import aotexec as ax
 from aotexec import pipeline
+from aotexec.kernels.code import Kernels
 from aotexec.passes import layout
 from aotexec.runtime.executor import bind_typing
 from gradcheck import check_numeric_gradient
@@ -374,7 +376,8 @@ def test_inference_depthwise_layer_keeps_its_own_dispatch_and_matches_numpy():
     """A depthwise 3x3 -> ReLU -> 1x1 block at inference: the depthwise result gets a second
     use (a one-element read, ops.conv.depthwise_nhwc's ``own_dispatch``) so IREE does not fuse
     the 1x1 layer's data-tiling pack into it; not in training, where the saved output is used
-    twice anyway. Output against numpy."""
+    twice anyway, nor where the kernels take the 1x1 layers with their epilogues folded (no pack
+    follows; the ReLU fuses into the depthwise dispatch). Output against numpy."""
     rng = np.random.default_rng(11)
     n, c, f, h, w = 2, 8, 6, 9, 9
     x = rng.uniform(-1, 1, (n, c, h, w)).astype(np.float32)
@@ -386,6 +389,9 @@ def test_inference_depthwise_layer_keeps_its_own_dispatch_and_matches_numpy():
     infer, _ = pipeline.entry_points(net, t, ["forward_infer"], channels_last=True)
     train, _ = pipeline.entry_points(net, t, ["forward_train"], channels_last=True)
     assert infer.count('"stablehlo.select"') == 1 and train.count('"stablehlo.select"') == 0
+    folded, _ = pipeline.entry_points(net, t, ["forward_infer"], channels_last=True,
+                                      kernels=Kernels(Path("/nonexistent/kernels.o"), epilogues=True))
+    assert folded.count('"stablehlo.select"') == 0
     ex = net.bind(ax.cpu(), args={"x": ax.nd.array(x), "dw_weight": ax.nd.array(wd), "pw_weight": ax.nd.array(wp)})
     out = ex.forward(is_train=False)[0].asnumpy()
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
