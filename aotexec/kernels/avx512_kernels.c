@@ -13,6 +13,11 @@
  * Convolution (aotexec_conv_workgroup): the same tile as an implicit GEMM over a padded NHWC
  * input (conv.py).
  *
+ * Both write their output rows (pixels) ldc / ldy floats apart from coff / yoff on: a window of
+ * a wider output, so that a channel concatenation's parts are written in place (concat.py);
+ * ldc = N, coff = 0 for a result of their own. A residual epilogue reads its operand with the
+ * same stride, so it goes with a result of its own only.
+ *
  * Built freestanding (no libc) and linked into IREE's embedded ELF: memrefs arrive as
  * (base, aligned, offset, size, stride) tuples, sizes as size_t.
  */
@@ -114,11 +119,11 @@ MICRO_KERNEL(micro_rows, lda, 1)     /* A row-major: lda = K */
 MICRO_KERNEL(micro_cols, 1, lda)     /* A transposed: lda = M */
 
 static void sgemm(const float *a, const float *bp, float *c, size_t M, size_t N, size_t K, size_t a_trans,
-                  size_t mc, size_t pc, size_t wx, size_t wy, size_t wz, const epilogue_t *ep) {
+                  size_t mc, size_t pc, size_t ldc, size_t wx, size_t wy, size_t wz, const epilogue_t *ep) {
   size_t panels = (N + NR - 1) / NR;
   const float *A = a + wz * M * K;
   const float *B = bp + wz * panels * K * NR;
-  float *C = c + wz * M * N;
+  float *C = c + wz * M * ldc;
   size_t m0 = wy * mc, m1 = m0 + mc < M ? m0 + mc : M;
   size_t p0 = wx * pc, p1 = p0 + pc < panels ? p0 + pc : panels;
   for (size_t p = p0; p < p1; p++) {
@@ -126,25 +131,26 @@ static void sgemm(const float *a, const float *bp, float *c, size_t M, size_t N,
     for (size_t m = m0; m < m1; m += MR) {
       size_t mr = m1 - m < MR ? m1 - m : MR;
       if (a_trans)
-        micro_cols(K, A + m, M, B + p * K * NR, C + m * N + n, N, mr, nr, ep, n);
+        micro_cols(K, A + m, M, B + p * K * NR, C + m * ldc + n, ldc, mr, nr, ep, n);
       else
-        micro_rows(K, A + m * K, K, B + p * K * NR, C + m * N + n, N, mr, nr, ep, n);
+        micro_rows(K, A + m * K, K, B + p * K * NR, C + m * ldc + n, ldc, mr, nr, ep, n);
     }
   }
 }
 
 void aotexec_sgemm_workgroup(MEMREF(const float, a), MEMREF(const float, bp), MEMREF(float, c),
                              size_t M, size_t N, size_t K, size_t a_trans, size_t mc, size_t pc,
-                             size_t wx, size_t wy, size_t wz) {
-  sgemm(a + a_off, bp + bp_off, c + c_off, M, N, K, a_trans, mc, pc, wx, wy, wz, 0);
+                             size_t ldc, size_t coff, size_t wx, size_t wy, size_t wz) {
+  sgemm(a + a_off, bp + bp_off, c + c_off + coff, M, N, K, a_trans, mc, pc, ldc, wx, wy, wz, 0);
 }
 
 /* The same with the epilogue (one product: z = 0). */
 void aotexec_sgemm_ep_workgroup(MEMREF(const float, a), MEMREF(const float, bp), MEMREF(const float, ep),
                                 MEMREF(const float, res), MEMREF(float, c), size_t M, size_t N, size_t K,
-                                size_t a_trans, size_t mc, size_t pc, size_t has_res, size_t wx, size_t wy) {
-  epilogue_t e = make_epilogue(ep + ep_off, N, res + res_off, c + c_off, has_res);
-  sgemm(a + a_off, bp + bp_off, c + c_off, M, N, K, a_trans, mc, pc, wx, wy, 0, &e);
+                                size_t a_trans, size_t mc, size_t pc, size_t ldc, size_t coff, size_t has_res,
+                                size_t wx, size_t wy) {
+  epilogue_t e = make_epilogue(ep + ep_off, N, res + res_off, c + c_off + coff, has_res);
+  sgemm(a + a_off, bp + bp_off, c + c_off + coff, M, N, K, a_trans, mc, pc, ldc, wx, wy, 0, &e);
 }
 
 /* Convolution, channels-last, on an input padded beforehand:
@@ -195,7 +201,8 @@ static void conv_tile_any(size_t mr, const float *a, size_t lda, size_t C, size_
 }
 
 static void conv(const float *X, const float *B, float *Y, size_t N, size_t HP, size_t WP, size_t C, size_t OH,
-                 size_t OW, size_t O, size_t geom, size_t rc, size_t pc, size_t wx, size_t wy, const epilogue_t *ep) {
+                 size_t OW, size_t O, size_t geom, size_t rc, size_t pc, size_t ldy, size_t wx, size_t wy,
+                 const epilogue_t *ep) {
   size_t KH = geom & 255, KW = (geom >> 8) & 255, sy = (geom >> 16) & 255, sx = (geom >> 24) & 255;
   size_t dy = (geom >> 32) & 255, dx = (geom >> 40) & 255;
   size_t panels = (O + NR - 1) / NR, K = KH * KW * C;
@@ -207,11 +214,11 @@ static void conv(const float *X, const float *B, float *Y, size_t N, size_t HP, 
     for (size_t r = r0; r < r1; r++) {
       size_t n = r / OH, oy = r % OH;
       const float *xrow = X + ((n * HP + oy * sy) * WP) * C;
-      float *yrow = Y + r * OW * O + o;
+      float *yrow = Y + r * OW * ldy + o;
       for (size_t t = 0, ox = 0; t < tiles; t++) {
         size_t mr = (OW - ox) / (tiles - t) + ((OW - ox) % (tiles - t) != 0);
         conv_tile_any(mr, xrow + ox * sx * C, sx * C, C, KH, KW, dy * WP * C, dx * C, B + p * K * NR,
-                      yrow + ox * O, O, nr, ep, o);
+                      yrow + ox * ldy, ldy, nr, ep, o);
         ox += mr;
       }
     }
@@ -220,17 +227,17 @@ static void conv(const float *X, const float *B, float *Y, size_t N, size_t HP, 
 
 void aotexec_conv_workgroup(MEMREF(const float, x), MEMREF(const float, wp), MEMREF(float, y),
                             size_t N, size_t HP, size_t WP, size_t C, size_t OH, size_t OW, size_t O,
-                            size_t geom, size_t rc, size_t pc, size_t wx, size_t wy) {
-  conv(x + x_off, wp + wp_off, y + y_off, N, HP, WP, C, OH, OW, O, geom, rc, pc, wx, wy, 0);
+                            size_t geom, size_t rc, size_t pc, size_t ldy, size_t yoff, size_t wx, size_t wy) {
+  conv(x + x_off, wp + wp_off, y + y_off + yoff, N, HP, WP, C, OH, OW, O, geom, rc, pc, ldy, wx, wy, 0);
 }
 
 /* The same with the epilogue. */
 void aotexec_conv_ep_workgroup(MEMREF(const float, x), MEMREF(const float, wp), MEMREF(const float, ep),
                                MEMREF(const float, res), MEMREF(float, y), size_t N, size_t HP, size_t WP,
                                size_t C, size_t OH, size_t OW, size_t O, size_t geom, size_t rc, size_t pc,
-                               size_t has_res, size_t wx, size_t wy) {
-  epilogue_t e = make_epilogue(ep + ep_off, O, res + res_off, y + y_off, has_res);
-  conv(x + x_off, wp + wp_off, y + y_off, N, HP, WP, C, OH, OW, O, geom, rc, pc, wx, wy, &e);
+                               size_t ldy, size_t yoff, size_t has_res, size_t wx, size_t wy) {
+  epilogue_t e = make_epilogue(ep + ep_off, O, res + res_off, y + y_off + yoff, has_res);
+  conv(x + x_off, wp + wp_off, y + y_off + yoff, N, HP, WP, C, OH, OW, O, geom, rc, pc, ldy, wx, wy, &e);
 }
 
 /* The convolution's weight gradient, for dx = 1:

@@ -68,7 +68,7 @@ def call(b: "Emitter", x: Value, wt: Value, out_shape: Sequence[int], stride, pa
     rows = max(1, PIXELS_PER_GROUP // ow)
     groups_xy = (ceil_div(panels(o), PANELS_PER_GROUP), ceil_div(n * oh, rows), 1)
     return executable.dispatch(b, "conv", groups_xy, [xp, packed],
-                               [n, hp, wp, c, oh, ow, o, geom, rows, PANELS_PER_GROUP], (n, oh, ow, o))
+                               [n, hp, wp, c, oh, ow, o, geom, rows, PANELS_PER_GROUP, o, 0], (n, oh, ow, o))
 
 
 def takes_weight_grad(b: "Emitter", x: Value, g: Value, kernel, stride, dilation) -> bool:

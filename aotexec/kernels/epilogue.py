@@ -13,6 +13,7 @@ saved activations, batch statistics, a monitor, a function result) ends the chai
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ EPILOGUE_EXPORT = {"sgemm": "sgemm_ep", "conv": "conv_ep"}
 FOLD = True     # off: every chain stays a pass of its own (measurements)
 
 
-def _users(b: "Emitter") -> dict[str, list[str | None]]:
+def users_of(b: "Emitter") -> dict[str, list[str | None]]:
     """name -> the names of the ops reading it (None: a line without a result, e.g. the return)."""
     users: dict[str, list[str | None]] = {}
     for line in [*b.prologue, *(ln for ln in b.lines if ln is not None)]:
@@ -76,7 +77,7 @@ def fuse(b: "Emitter") -> int:
     calls = [c for c in b.kernel_calls if c.export in EPILOGUE_EXPORT and (c.export != "sgemm" or c.workgroups[2] == 1)]
     if not calls or not FOLD:
         return 0
-    users = _users(b)
+    users = users_of(b)
     # a residual add reads two products (ResNet's block output and its projected shortcut): the
     # first chain takes it, the other one stops before it (its last value is that residual)
     plans, claimed = [], set()
@@ -184,8 +185,11 @@ def _rewrite(b: "Emitter", plan: _Plan) -> None:
                                   [*call.consts, int(plan.residual is not None)], b.defs[final][4].shape)
         new = [ln for ln in b.lines if ln is not None]
         new[-1] = new[-1].replace(out.name + " = ", final + " = ", 1)
+        # the folded call, for later peepholes (concat.py): its lines are the block at final_line
+        folded = dataclasses.replace(b.kernel_calls[-1], line=final_line, result=Value(final, out.shape, out.dtype))
     finally:
         b.lines, b.kernel_calls = lines, saved_calls
+    b.kernel_calls[b.kernel_calls.index(call)] = folded
     for name in [call.result.name, *plan.chain]:
         if call.result is not call.flat or name != call.result.name:
             b.lines[b.defs[name][3]] = None

@@ -20,15 +20,21 @@ if TYPE_CHECKING:
 EXECUTABLE = "@aotexec_kernels"
 # export -> (C function, number of tensor inputs, index constants' names, workgroup ids passed)
 EXPORTS = {
-    "sgemm": ("aotexec_sgemm_workgroup", 2, ("m", "n", "k", "tr", "mc", "pc"), 3),
-    "conv": ("aotexec_conv_workgroup", 2, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc", "pc"), 2),
+    # ldc / ldy, coff / yoff: the output's row (pixel) stride and first element (``concat.py``
+    # writes into a wider tensor; ``OUTPUT_WINDOW``)
+    "sgemm": ("aotexec_sgemm_workgroup", 2, ("m", "n", "k", "tr", "mc", "pc", "ldc", "coff"), 3),
+    "conv": ("aotexec_conv_workgroup", 2, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc", "pc", "ldy", "yoff"), 2),
     # with the epilogue (``epilogue.py``): two more inputs, [scale, shift, lo, hi] and a residual
     # (laid out as the output), and whether that residual is one
-    "sgemm_ep": ("aotexec_sgemm_ep_workgroup", 4, ("m", "n", "k", "tr", "mc", "pc", "res"), 2),
-    "conv_ep": ("aotexec_conv_ep_workgroup", 4, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc", "pc", "res"), 2),
+    "sgemm_ep": ("aotexec_sgemm_ep_workgroup", 4, ("m", "n", "k", "tr", "mc", "pc", "ldc", "coff", "res"), 2),
+    "conv_ep": ("aotexec_conv_ep_workgroup", 4,
+                ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc", "pc", "ldy", "yoff", "res"), 2),
     "conv_wgrad": ("aotexec_conv_wgrad_workgroup", 2, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc"), 2),
 }
 MREF = "memref<?xf32>"
+# export -> the names of its output window's (row stride, first element) constants
+OUTPUT_WINDOW = {"sgemm": ("ldc", "coff"), "sgemm_ep": ("ldc", "coff"), "conv": ("ldy", "yoff"),
+                 "conv_ep": ("ldy", "yoff")}
 
 
 @dataclass(frozen=True)
@@ -48,22 +54,33 @@ def dispatch(b: "Emitter", export: str, workgroups: Sequence[int], inputs: Seque
     """``export`` of the kernels' executable on the (flat f32) ``inputs``, its index ``consts``
     in ``EXPORTS`` order, over ``workgroups`` (x, y, z); the result, reshaped to ``out_shape``."""
     flat = [b.reshape(v, (int(np.prod(v.shape)),)) for v in inputs]
-    size = int(np.prod(out_shape))
-    names = []
-    for v in (*workgroups, *consts, *(f.shape[0] for f in flat), size):
-        names.append(b.fresh())
-        b.lines.append(f"{b.indent}{names[-1]} = arith.constant {int(v)} : index")
-    index_types = ", ".join(["index"] * (len(names) - 3))
-    out = b.fresh()
-    line = len(b.lines)
-    b.lines.append(f"{b.indent}{out} = flow.dispatch {EXECUTABLE}::@{export}[{', '.join(names[:3])}]"
-                   f"({', '.join(f.name for f in flat)}, {', '.join(names[3:])}) : "
-                   f"({', '.join(f.type for f in flat)}, {index_types}) -> tensor<{size}xf32> loc(\"{b.loc}\")")
-    flat_out = Value(out, (size,), np.dtype("float32"))
+    flat_out = dispatch_lines(b, export, workgroups, flat, consts, int(np.prod(out_shape)))
+    line = len(b.lines) - 1
     result = b.reshape(flat_out, tuple(out_shape))
     b.kernel_calls.append(KernelCall(export, tuple(workgroups), tuple(flat), tuple(int(c) for c in consts),
                                      line, flat_out, result))
     return result
+
+
+def dispatch_lines(b: "Emitter", export: str, workgroups: Sequence[int], flat: Sequence[Value],
+                   consts: Sequence[int], size: int, into: Value | None = None) -> Value:
+    """Appends the index constants and the ``flow.dispatch`` of ``export`` to ``b.lines``; its
+    flat result of ``size`` floats, or, with ``into``, ``into`` written in place (a tied result:
+    the kernel writes its output window, ``OUTPUT_WINDOW``, and the rest keeps its values)."""
+    operands = [*flat, *([into] if into is not None else [])]
+    if into is not None:
+        size = into.shape[0]
+    names = []
+    for v in (*workgroups, *consts, *(f.shape[0] for f in operands[:len(flat)]), size):
+        names.append(b.fresh())
+        b.lines.append(f"{b.indent}{names[-1]} = arith.constant {int(v)} : index")
+    index_types = ", ".join(["index"] * (len(names) - 3))
+    out = b.fresh()
+    result = into.name if into is not None else f"tensor<{size}xf32>"
+    b.lines.append(f"{b.indent}{out} = flow.dispatch {EXECUTABLE}::@{export}[{', '.join(names[:3])}]"
+                   f"({', '.join(f.name for f in operands)}, {', '.join(names[3:])}) : "
+                   f"({', '.join(f.type for f in operands)}, {index_types}) -> {result} loc(\"{b.loc}\")")
+    return Value(out, (size,), np.dtype("float32"))
 
 
 def _export_text(export: str) -> str:

@@ -110,5 +110,5 @@ def _dispatch(b: "Emitter", x: Value, packed: Value, z: int, m: int, n: int, k: 
               batched: bool) -> Value:
     rows = min(ROWS_PER_GROUP, ceil_div(m, MR) * MR)
     groups = (ceil_div(panels(n), PANELS_PER_GROUP), ceil_div(m, rows), z)
-    return executable.dispatch(b, "sgemm", groups, [x, packed], [m, n, k, int(a_trans), rows, PANELS_PER_GROUP],
+    return executable.dispatch(b, "sgemm", groups, [x, packed], [m, n, k, int(a_trans), rows, PANELS_PER_GROUP, n, 0],
                                ((z,) if batched else ()) + (m, n))

@@ -17,6 +17,7 @@ from ..base import AotexecError
 from ..emitter import RESIDENT_ARG, Emitter, Value, mlir_string
 from ..graph import Entry, Node
 from ..kernels import epilogue as kernel_epilogue
+from ..kernels import concat as kernel_concat
 from ..kernels import executable as kernel_executable
 from ..kernels.code import Kernels
 from ..ops.nhwc import TO_NCHW
@@ -163,6 +164,7 @@ class FunctionBuilder:
         b.lines.append(f'    "func.return"({", ".join(v.name for v in results)}) : '
                        f'({", ".join(v.type for v in results)}) -> () loc("{name}")')
         kernel_epilogue.fuse(b)
+        kernel_concat.write_in_place(b)
         sig = ", ".join(self.params)
         rtypes = ", ".join(v.type for v in results)
         return "".join(g + "\n" for g in self.globals) + f"  func.func @{name}({sig}) -> ({rtypes}) {{\n" + \
