@@ -23,6 +23,11 @@ class CompileError(AotexecError):
         self.lines = diagnostics if lines is None else lines    # every line (notes name the ops)
 
 
+class CompileTimeout(CompileError):
+    """A compile stopped at its time limit: an outcome of the machine's load as much as of the
+    module (the fallbacks neither give up on a form nor remember what they compiled instead)."""
+
+
 _FILE_LOC = re.compile(r'^(?:"-"|<stdin>|<unknown>|source\.mlir|[\w./-]+\.mlir):(\d+):(\d+):\s*')
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"(?!:\d)')
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aotexec.base import AotexecError
-from aotexec.compile_errors import CompileError, format_failure, subprocess_diags
+from aotexec.compile_errors import CompileError, CompileTimeout, format_failure, subprocess_diags
 from aotexec import compile_cache
 from aotexec.compile_cache import cache_stats, clear_memory_cache, reset_cache_stats
 from aotexec.options import DISPATCH_STACK_BYTES, Options
@@ -35,6 +35,7 @@ from aotexec.runtime import cpu_features
 __all__ = [
     "CompileOptions",
     "CompileError",
+    "CompileTimeout",
     "TARGETS",
     "iree_flags",
     "compile_mlir",
@@ -223,7 +224,7 @@ def _compile_subprocess(mlir_text: str, flags: list[str], opts: CompileOptions, 
         proc = subprocess.run(cmd, input=mlir_text.encode(), capture_output=True, timeout=timeout,
                               preexec_fn=_child_setup(memory_limit) if sys.platform == "linux" else None)
     except subprocess.TimeoutExpired:
-        raise CompileError(f"IREE compilation of {_describe(opts)} took over {timeout:.0f} s and was stopped",
+        raise CompileTimeout(f"IREE compilation of {_describe(opts)} took over {timeout:.0f} s and was stopped",
                            target=opts.target, nodes=[], diagnostics=[f"timed out after {timeout:.0f} s"]) from None
     if proc.returncode != 0:
         stderr = proc.stderr.decode("utf-8", "replace")

@@ -341,6 +341,33 @@ def test_a_fallback_module_is_cached_under_the_first_forms_key(cache_dir):
     assert _delta(s0, C.cache_stats())["hits_disk"] == 1
 
 
+def test_a_timed_out_check_off_retry_goes_on_to_the_fenced_form_and_is_not_remembered(cache_dir, monkeypatch):
+    """compile_with_fallback: a module rejected by codegen's limits (here a stack limit of 16 bytes,
+    which a 64x64 matmul exceeds) is retried with the check off under LARGE_VECTORS_TIMEOUT_S;
+    stopped there (a load-dependent outcome), the fenced form comes next, not the slower whole
+    reductions, and nothing is cached under the first form's key."""
+    from aotexec.options import Options
+    from aotexec.pipeline import program
+
+    first = ("func.func @main(%a: tensor<64x64xf32>) -> tensor<64x64xf32> {\n"
+             "  %0 = stablehlo.dot_general %a, %a, contracting_dims = [1] x [0] : "
+             "(tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>\n  return %0 : tensor<64x64xf32>\n}\n")
+    fenced = "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}\n"
+    built = []
+
+    def build(reductions: str, fenced_pointwise: bool = False):
+        built.append((reductions, fenced_pointwise))
+        return (fenced if fenced_pointwise else first), "spec"
+    opts = C.CompileOptions(extra_flags=("--iree-llvmcpu-stack-allocation-limit=16",))
+    monkeypatch.setattr(program, "LARGE_VECTORS_TIMEOUT_S", 0.01)
+    vmfb, _ = program.compile_with_fallback(build, "blocks", opts, Options.from_env())
+    assert built == [("blocks", False), ("blocks", True)]
+    assert vmfb == C.compile_mlir(fenced, opts)
+    C.clear_memory_cache()
+    with pytest.raises(C.CompileError, match="stack allocation limit"):
+        C.compile_mlir(first, opts)         # not remembered: the next bind tries the first form again
+
+
 def test_modules_with_grouped_convolutions_fuse_pads_into_consumers():
     """pipeline.program.tuned_for: a depthwise layer's inference module compiles with pads fused
     into their consumers; a plain convolution's, a training module or a Vulkan one does not

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from ..base import AotexecError
-from ..compiler import FUNCTION, CompileError, CompileOptions, compile_mlir, remember_as, verify_mlir
+from ..compiler import FUNCTION, CompileError, CompileOptions, CompileTimeout, compile_mlir, remember_as, verify_mlir
 from .kernel_build import kernels_for
 from ..options import Options
 from ..passes.infer import Typing
@@ -161,7 +161,10 @@ def compile_with_fallback(build, reductions: str, opts: CompileOptions, options:
     is compiled again with whole ones; one still rejected on llvm-cpu (stack allocations over
     the limit) without data tiling. Other failures, and failures of the last form, are raised.
     The form that compiled is cached under the first one's key too (``remember_as``): a cached
-    bind of MobileNet v2's training module took 35 s, the failing first compile, without it."""
+    bind of MobileNet v2's training module took 35 s, the failing first compile, without it;
+    except where a form was stopped at its time limit (``CompileTimeout``, which load decides):
+    the check-off retry timing out goes on to the fenced form (whole reductions ran MobileNet v2's
+    training step 8x slower), and the next bind tries the first form again."""
     text, spec = build(reductions=reductions)
     verify_mlir(text)
     tuned = tuned_for(text, opts)
@@ -181,27 +184,30 @@ def compile_with_fallback(build, reductions: str, opts: CompileOptions, options:
         except CompileError as e:
             first = e
     # the fallback forms compile without tuned_for's switches (unbounded there)
-    vmfb, spec = _fallback(build, text, spec, first, reductions, opts, options)
-    remember_as(text, tuned, vmfb, options)     # the next bind of this module starts here
+    timed_out: list[CompileTimeout] = []
+    vmfb, spec = _fallback(build, text, spec, first, reductions, opts, options, timed_out)
+    if not timed_out:
+        remember_as(text, tuned, vmfb, options)     # the next bind of this module starts here
     return vmfb, spec
 
 
-def _fallback(build, text: str, spec, first: CompileError, reductions: str, opts: CompileOptions, options: Options):
-    """The forms ``compile_with_fallback`` tries after ``text`` failed with ``first``."""
+def _fallback(build, text: str, spec, first: CompileError, reductions: str, opts: CompileOptions, options: Options,
+              timed_out: list[CompileTimeout]):
+    """The forms ``compile_with_fallback`` tries after ``text`` failed with ``first``; a form
+    stopped at its time limit is added to ``timed_out``."""
     if opts.multi_use_fusion and any(m in line for line in first.lines for m in MULTI_USE_FUSION_ERRORS):
         _log.warning("IREE's dispatch formation broke the module (%s); compiling it without multi-use fusion",
                      _first_line(first))
         return compile_mlir(text, dataclasses.replace(opts, multi_use_fusion=False), options=options), spec
-    if opts.target == "llvm-cpu" and not opts.large_vectors and _rejected_vector_bytes(first) > LARGE_VECTOR_BYTES:
+    large_vectors = opts.target == "llvm-cpu" and not opts.large_vectors
+    fenced_first = large_vectors and _rejected_vector_bytes(first) > LARGE_VECTOR_BYTES
+    if fenced_first:
         _log.warning("IREE rejected %d-byte vectors (%s); compiling the module with its 1x1 layers fenced",
                      _rejected_vector_bytes(first), _first_line(first))
-        fenced, fenced_spec = build(reductions=reductions, fenced_pointwise=True)
-        if fenced != text:
-            try:
-                return compile_mlir(fenced, opts, options=options), fenced_spec
-            except CompileError as e:   # the next forms answer the first failure
-                _log.warning("that failed too (%s)", _first_line(e))
-    if opts.target == "llvm-cpu" and not opts.large_vectors and _codegen_limit(first):
+        compiled = _fenced(build, text, reductions, opts, options)
+        if compiled is not None:
+            return compiled
+    if large_vectors and _codegen_limit(first):
         _log.warning("IREE rejected a dispatch's vector sizes (%s); compiling with its check off",
                      _first_line(first))
         try:
@@ -209,6 +215,13 @@ def _fallback(build, text: str, spec, first: CompileError, reductions: str, opts
                                 timeout=LARGE_VECTORS_TIMEOUT_S), spec
         except CompileError as e:     # the next forms answer the first failure
             _log.warning("that failed too (%s)", _first_line(e))
+            if isinstance(e, CompileTimeout):
+                timed_out.append(e)
+                if not fenced_first:
+                    _log.warning("compiling the module with its 1x1 layers fenced")
+                    compiled = _fenced(build, text, reductions, opts, options)
+                    if compiled is not None:
+                        return compiled
     if reductions != "blocks":
         raise first
     whole, spec = build(reductions="whole")
@@ -236,6 +249,19 @@ def _rejected_vector_bytes(e: CompileError) -> int:
         return 0
     return max((prod(int(d) for d in dims[:-1].split("x")) * int(bits) // 8
                 for line in e.lines for dims, bits in _VECTOR.findall(line)), default=0)
+
+
+def _fenced(build, text: str, reductions: str, opts: CompileOptions, options: Options):
+    """(vmfb, spec) of the module emitted with its 1x1 layers fenced; None where that form is
+    the module itself or fails too (the next forms answer the first failure)."""
+    fenced, fenced_spec = build(reductions=reductions, fenced_pointwise=True)
+    if fenced == text:
+        return None
+    try:
+        return compile_mlir(fenced, opts, options=options), fenced_spec
+    except CompileError as e:
+        _log.warning("that failed too (%s)", _first_line(e))
+        return None
 
 
 def _codegen_limit(e: CompileError) -> bool:
