@@ -16,6 +16,7 @@ import numpy as np
 
 from ..emitter import Emitter, Value
 from ..kernels import matmul as kernel_matmul
+from ..kernels.matmul import ceil_div
 from ..symbolic import any_dynamic
 
 # where F(2x2) pays (llvm-cpu, docs/PERFORMANCE.md): layers of >= 128 channels (batch 16: 28x28x128
@@ -60,7 +61,7 @@ def tile(kernel, stride, dilate, channels_in: int, channels_out: int, shape) -> 
     c = min(channels_in, channels_out)
     n, h, w = shape[:3]
     if c >= MIN_CHANNELS:
-        return 4 if n * -(-h // 4) * -(-w // 4) >= MIN_TILES_F4 else 2
+        return 4 if n * ceil_div(h, 4) * ceil_div(w, 4) >= MIN_TILES_F4 else 2
     tiles = 16 * n * ((h + 1) // 2) * ((w + 1) // 2) * channels_in * 4
     return 2 if c >= MIN_CHANNELS_SMALL and tiles <= SMALL_TILES_BYTES else 0
 
@@ -116,9 +117,9 @@ def _input_tiles(b: Emitter, x: Value, pad: tuple[int, int], th: int, tw: int, m
     return b.reshape(v, (t * t, x.shape[0] * th * tw, x.shape[3]))
 
 
-def _transformed(b: Emitter, w: Value, m: int, panels: bool) -> Value:
+def _transformed(b: Emitter, w: Value, m: int, packed: bool) -> Value:
     """G w G^T of an OIHW (F, C, 3, 3) weight for every (c, f): ((m+2)^2, C, F), index
-    (m+2) b + a for (G w G^T)[a, b]; with ``panels``, in the kernel's packed layout
+    (m+2) b + a for (G w G^T)[a, b]; with ``packed``, in the kernel's packed layout
     (``kernels.matmul.pack_columns``: ((m+2)^2, ceil(F/32), C, 32), flat) instead. The sums
     run on the weight laid out with the 3 x 3 outermost, adding whole contiguous slabs (on
     OIHW, with the 3 x 3 innermost, IREE ran them at about 1 GB/s: ResNet-18's 512-channel
@@ -127,14 +128,14 @@ def _transformed(b: Emitter, w: Value, m: int, panels: bool) -> Value:
     f, c = w.shape[:2]
     g_mat = TRANSFORMS[m][1].astype(w.dtype)
     t = g_mat.shape[0]
-    if panels:
+    if packed:
         p = kernel_matmul.panels(f)
         w = b.pad(w, 0.0, (0, 0, 0, 0), (p * kernel_matmul.NR - f, 0, 0, 0))
         lay = b.transpose(b.reshape(w, (p, kernel_matmul.NR, c, 3, 3)), (3, 4, 0, 2, 1))   # (3, 3, P, C, 32)
     else:
         lay = b.transpose(w, (2, 3, 1, 0))                                                  # (3, 3, C, F)
     u = _transform(b, _transform(b, lay, 0, 1, 1, g_mat), 2, 1, 1, g_mat)                 # (Tb, Ta, 1, 1, ...)
-    return b.reshape(u, (t * t * int(np.prod(lay.shape[2:])),) if panels else (t * t, c, f))
+    return b.reshape(u, (t * t * int(np.prod(lay.shape[2:])),) if packed else (t * t, c, f))
 
 
 def conv3x3_nhwc(b: Emitter, x: Value, w: Value, out_shape, pad: tuple[int, int], m: int = 2) -> Value:
@@ -144,13 +145,13 @@ def conv3x3_nhwc(b: Emitter, x: Value, w: Value, out_shape, pad: tuple[int, int]
     a_t = TRANSFORMS[m][2]
     t = m + 2
     n, oh, ow, f = out_shape
-    th, tw = -(-oh // m), -(-ow // m)
+    th, tw = ceil_div(oh, m), ceil_div(ow, m)
     p = n * th * tw
     v = _input_tiles(b, x, pad, th, tw, m)                           # (T^2, P, C)
     if x.dtype == w.dtype == np.float32 and kernel_matmul.takes(b, t * t, p, f, x.shape[3], alone=True):
-        mm = kernel_matmul.packed_product(b, v, _transformed(b, w, m, panels=True), f)
+        mm = kernel_matmul.packed_product(b, v, _transformed(b, w, m, packed=True), f)
     else:
-        mm = b.dot_general(v, _transformed(b, w, m, panels=False), contract=([2], [1]), batch=([0], [0]),
+        mm = b.dot_general(v, _transformed(b, w, m, packed=False), contract=([2], [1]), batch=([0], [0]),
                            alone=True)                               # (T^2, P, F); the output transform reads it
     mm = b.reshape(mm, (t, t, p, f))                                 # (Tb, Ta, P, F)
     cols = _transform(b, mm, 1, 1, 1, a_t)                           # (u, Tb, 1, P, F)
@@ -171,7 +172,7 @@ def weight_grad(b: Emitter, x: Value, g: Value, pad: tuple[int, int], m: int) ->
     t = m + 2
     n, oh, ow, f = g.shape
     c = x.shape[3]
-    th, tw = -(-oh // m), -(-ow // m)
+    th, tw = ceil_div(oh, m), ceil_div(ow, m)
     v = _input_tiles(b, x, pad, th, tw, m)                                       # (T^2, P, C)
     gp = b.pad(g, 0.0, (0, 0, 0, 0), (0, m * th - oh, m * tw - ow, 0))
     dy = _transform(b, _transform(b, gp, 1, th, m, a_t.T), 3, tw, m, a_t.T)     # (Tb, Ta, N, TH, TW, F)
