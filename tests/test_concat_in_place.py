@@ -87,6 +87,26 @@ def test_a_chain_of_concatenations_shares_one_tensor():
     assert text.count('"stablehlo.slice"') == 2                            # the two inner ones
 
 
+def _kernels(tmp_path_factory) -> Kernels:
+    kernels = kernel_build.kernels_for(CompileOptions(), Options(cache_dir=tmp_path_factory.mktemp("k")))
+    if kernels is None:
+        pytest.skip("no AVX-512 CPU or no C compiler here: the kernels are not used")
+    return kernels
+
+
+def _assert_one_tensor(s, data_shape, kernels: Kernels) -> None:
+    """The inference module of ``s`` (as a bind emits it) writes its concatenations in one tensor."""
+    typing = bind_typing(s, {"data": data_shape}, {})
+    text, _ = pipeline.entry_points(s, typing, ["forward_infer"], {n: "null" for n in s.list_arguments()},
+                                    channels_last=True, kernels=kernels)
+    assert text.count("flow.tensor.empty") == 1 and not _CHANNEL_CONCAT.search(text)
+
+
+def _assert_close(got, ref) -> None:
+    err = np.abs(got - ref).max() / np.abs(ref).max()
+    assert got.shape == ref.shape and err < 1e-5, f"relative error {err:.2e}"
+
+
 def _conv(x, w, pad):
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
@@ -101,9 +121,7 @@ def _conv(x, w, pad):
 def test_concatenated_kernel_convolutions_match_numpy(tmp_path_factory):
     # Inception-like: a 3x3 layer with BatchNorm and ReLU folded into the kernel, a plain 3x3 layer
     # and a 1x1 layer (IREE's), concatenated, then a 3x3 layer (channels-last throughout); inference
-    kernels = kernel_build.kernels_for(CompileOptions(), Options(cache_dir=tmp_path_factory.mktemp("k")))
-    if kernels is None:
-        pytest.skip("no AVX-512 CPU or no C compiler here: the kernels are not used")
+    kernels = _kernels(tmp_path_factory)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 40, 17, 17)).astype(np.float32)
     w1, w2 = (rng.standard_normal((o, 40, 3, 3)).astype(np.float32) for o in (48, 40))
@@ -118,14 +136,10 @@ def test_concatenated_kernel_convolutions_match_numpy(tmp_path_factory):
                            name="e")
     gamma, beta, mean = (rng.standard_normal(48).astype(np.float32) for _ in range(3))
     var = rng.uniform(0.5, 2, 48).astype(np.float32)
-    typing = bind_typing(s, {"data": x.shape}, {})
-    text, _ = pipeline.entry_points(s, typing, ["forward_infer"], {n: "null" for n in s.list_arguments()},
-                                    channels_last=True, kernels=kernels)
-    assert text.count("flow.tensor.empty") == 1 and not _CHANNEL_CONCAT.search(text)   # as bound below
+    _assert_one_tensor(s, x.shape, kernels)
     ex = s.simple_bind(ax.cpu(), grad_req="null", data=x.shape)
-    ex.copy_params_from({"a_weight": ax.nd.array(w1), "c_weight": ax.nd.array(w2), "e_weight": ax.nd.array(w3), "p_weight": ax.nd.array(w4),
-                         "bn_gamma": ax.nd.array(gamma),
-                         "bn_beta": ax.nd.array(beta)},
+    ex.copy_params_from({"a_weight": ax.nd.array(w1), "c_weight": ax.nd.array(w2), "e_weight": ax.nd.array(w3),
+                         "p_weight": ax.nd.array(w4), "bn_gamma": ax.nd.array(gamma), "bn_beta": ax.nd.array(beta)},
                         {"bn_moving_mean": ax.nd.array(mean), "bn_moving_var": ax.nd.array(var)})
     ex.arg_dict["data"][:] = x
     got = ex.forward(is_train=False)[0].asnumpy()
@@ -133,16 +147,13 @@ def test_concatenated_kernel_convolutions_match_numpy(tmp_path_factory):
     ra = np.maximum((_conv(x, w1, 1) - per(mean)) / np.sqrt(per(var) + 1e-3) * per(gamma) + per(beta), 0)
     rp = _conv(x, w4, 0)
     ref = _conv(np.concatenate([ra, rp, _conv(x, w2, 1)], axis=1), w3, 1)
-    err = np.abs(got - ref).max() / np.abs(ref).max()
-    assert got.shape == ref.shape and err < 1e-5, f"relative error {err:.2e}"
+    _assert_close(got, ref)
 
 
 def test_a_dense_block_matches_numpy(tmp_path_factory):
     # a 3x3 stem, three DenseNet layers (ReLU, 3x3 convolution of 32 channels through the kernel,
     # concatenated to the layer's input), then a 1x1 layer: one tensor for the block
-    kernels = kernel_build.kernels_for(CompileOptions(), Options(cache_dir=tmp_path_factory.mktemp("k")))
-    if kernels is None:
-        pytest.skip("no AVX-512 CPU or no C compiler here: the kernels are not used")
+    kernels = _kernels(tmp_path_factory)
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2, 16, 14, 14)).astype(np.float32)
     w0 = rng.standard_normal((64, 16, 3, 3)).astype(np.float32) * 0.1
@@ -155,10 +166,7 @@ def test_a_dense_block_matches_numpy(tmp_path_factory):
                                  no_bias=True, name=f"l{i}")
         feats = ax.sym.Concat(feats, new, dim=1)
     s = ax.sym.Convolution(feats, num_filter=24, kernel=(1, 1), no_bias=True, name="t")
-    typing = bind_typing(s, {"data": x.shape}, {})
-    text, _ = pipeline.entry_points(s, typing, ["forward_infer"], {n: "null" for n in s.list_arguments()},
-                                    channels_last=True, kernels=kernels)
-    assert text.count("flow.tensor.empty") == 1 and not _CHANNEL_CONCAT.search(text)   # as bound below
+    _assert_one_tensor(s, x.shape, kernels)
     ex = s.simple_bind(ax.cpu(), grad_req="null", data=x.shape)
     ex.copy_params_from({**{f"l{i}_weight": ax.nd.array(w) for i, w in enumerate(ws)}, "t_weight": ax.nd.array(wt),
                          "stem_weight": ax.nd.array(w0)})
@@ -168,5 +176,4 @@ def test_a_dense_block_matches_numpy(tmp_path_factory):
     for w in ws:
         ref = np.concatenate([ref, _conv(np.maximum(ref, 0), w, 1)], axis=1)
     ref = _conv(ref, wt, 0)
-    err = np.abs(got - ref).max() / np.abs(ref).max()
-    assert got.shape == ref.shape and err < 1e-5, f"relative error {err:.2e}"
+    _assert_close(got, ref)
