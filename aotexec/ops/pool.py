@@ -126,24 +126,20 @@ def _at(ndim: int, axes, values, fill=0) -> list:
 SEPARABLE = False
 
 
-def _separable_pool(b: Emitter, x: Value, kind: str, kernel, stride, pads, out_sp, spatial) -> Value:
+def _window_pool(b: Emitter, x: Value, kind: str, kernel, stride, pads, out_sp, spatial) -> Value:
     """Max (``kind`` "max") or sum ("add") pooling of ``x`` (already cropped to the used extent;
     spatial axes ``spatial``): the kernel offsets' strided slices of the padded input combined
-    (``SEPARABLE``: one axis at a time). Not a reduce_window: ResNet-18's
+    in one pass (``SEPARABLE``: one axis at a time). Not a reduce_window: ResNet-18's
     recomputed (mirrored) reduce_windows shared their -inf init in one dispatch that IREE 3.13's
     llvm-cpu codegen rejected (stack allocation limit), and Inception-v3's 3x3/1 average pools
     ran NCHW with layout transposes around them."""
     combine = b.max if kind == "max" else b.add
     y = b.pad(x, -math.inf if kind == "max" else 0.0,
               _at(x.ndim, spatial, [lo for lo, _ in pads]), _at(x.ndim, spatial, [hi for _, hi in pads]))
-    if not SEPARABLE:
-        wins = windows(b, y, kernel, stride, (1,) * len(kernel), out_sp, spatial)
-        y = wins[0]
-        for w in wins[1:]:
-            y = combine(y, w)
-        return y
-    for axis, k, st, o in zip(spatial, kernel, stride, out_sp):
-        wins = windows(b, y, (k,), (st,), (1,), (o,), (axis,))
+    passes = ([((k,), (st,), (o,), (axis,)) for axis, k, st, o in zip(spatial, kernel, stride, out_sp)]
+              if SEPARABLE else [(kernel, stride, out_sp, spatial)])
+    for k, st, o, axes in passes:
+        wins = windows(b, y, k, st, (1,) * len(k), o, axes)
         y = wins[0]
         for w in wins[1:]:
             y = combine(y, w)
@@ -180,7 +176,7 @@ def _pool_lower(ctx, p: PoolingParam, x):
     if tuple(used) != in_sp:
         x = b.slice(x, [0] * x.ndim, x.shape[:2] + tuple(used))
     if p.pool_type == "max" and _overlapping(kernel, stride, out[2:]):
-        return [_separable_pool(b, x, "max", kernel, stride, pads[2:], out[2:], tuple(range(2, x.ndim))), None]
+        return [_window_pool(b, x, "max", kernel, stride, pads[2:], out[2:], tuple(range(2, x.ndim))), None]
     if p.pool_type == "max":
         return [b.reduce_window(x, "max", window, strides, pads, out), None]
     if p.pool_type == "lp":
@@ -303,7 +299,7 @@ def _max_pool_scatter(b, xp, g, kernel, stride, spatial):
     zero = b.full_like(g, 0.0)
     offsets = list(itertools.product(*[range(k) for k in kernel]))
     wins = windows(b, xp, kernel, stride, (1,) * nd, out_sp, spatial)     # row-major, as ``offsets``
-    # the window max as the maximum of the offsets' slices (not a reduce_window: _separable_pool)
+    # the window max as the maximum of the offsets' slices (not a reduce_window: _window_pool)
     y = wins[0]
     for w in wins[1:]:
         y = b.max(y, w)
@@ -488,7 +484,7 @@ def _overlapping_lower(ctx, p: PoolingParam, x):
     if list(used) != list(in_sp):
         x = b.slice(x, (0, 0, 0, 0), (x.shape[0], used[0], used[1], x.shape[3]))
     kind = "max" if p.pool_type == "max" else "add"
-    y = _separable_pool(b, x, kind, kernel, stride, list(zip(pad, hi)), out_sp, NHWC_SPATIAL)
+    y = _window_pool(b, x, kind, kernel, stride, list(zip(pad, hi)), out_sp, NHWC_SPATIAL)
     if p.pool_type == "avg":
         y = _avg_divisor(b, y, _avg_counts(p, in_sp, out_sp), NHWC_SPATIAL)
     return [y] + [None] * (len(ctx.out_shapes) - 1)
