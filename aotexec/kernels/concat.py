@@ -101,16 +101,13 @@ def _concat_reading(b: "Emitter", call: executable.KernelCall, users) -> tuple[s
         us = users.get(cur, [])
         if len(us) != 1 or us[0] is None or us[0] not in b.defs:
             return None
-        op, operands, attrs, _, value = b.defs[us[0]]
+        op, operands = b.defs[us[0]][:2]
         if op == "stablehlo.reshape":
             cur = us[0]
             chain.append(cur)
             continue
-        if op != "stablehlo.concatenate" or value.dtype != np.float32 or value.ndim < 2:
-            return None
-        m = _DIMENSION.search(attrs)
         names = [v.name for v in operands]
-        if m is None or int(m.group(1)) != value.ndim - 1 or names.count(cur) != 1:
+        if not _channel_concat(b, us[0]) or names.count(cur) != 1:
             return None
         columns = call.result.shape[-1] if call.result.shape else 0
         if operands[names.index(cur)].shape[-1] != columns:
@@ -157,9 +154,8 @@ def _rewrite(b: "Emitter", concat: str, by_position: dict[int, tuple[executable.
     finally:
         b.lines = lines
     for call, chain in by_position.values():
-        for name in [call.flat.name, *chain]:
+        for name in [call.flat.name, *chain]:       # the flat result has no def: its line is the call's
             _drop(b, b.defs[name][3] if name in b.defs else call.line, name)
-        _drop(b, call.line, call.flat.name)
     b.lines[line] = "\n".join(new)
     return buf
 

@@ -71,7 +71,7 @@ def dispatch_lines(b: "Emitter", export: str, workgroups: Sequence[int], flat: S
     if into is not None:
         size = into.shape[0]
     names = []
-    for v in (*workgroups, *consts, *(f.shape[0] for f in operands[:len(flat)]), size):
+    for v in (*workgroups, *consts, *(f.shape[0] for f in flat), size):
         names.append(b.fresh())
         b.lines.append(f"{b.indent}{names[-1]} = arith.constant {int(v)} : index")
     index_types = ", ".join(["index"] * (len(names) - 3))
