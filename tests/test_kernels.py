@@ -225,6 +225,8 @@ def test_one_axis_convolution_through_the_kernel_matches_numpy(tmp_path_factory)
     ((2, 24, 15, 16), 40, (3, 3), (2, 2), (1, 1), (1, 1)),     # strided; 40 = 32 + 8 output channels
     ((2, 3, 30, 30), 48, (7, 7), (2, 2), (3, 3), (1, 1)),      # a stem: 3 channels, 7 x 7 / 2
     ((1, 32, 12, 12), 32, (3, 3), (1, 1), (2, 2), (2, 2)),     # dilated rows and columns
+    ((1, 1100, 5, 5), 40, (3, 3), (1, 1), (1, 1), (1, 1)),     # border tiles' channels in two passes
+    ((1, 32, 6, 6), 64, (3, 3), (1, 1), (4, 4), (1, 1)),       # output rows wholly in the padding
 ])
 def test_convolutions_through_the_kernel_match_numpy(tmp_path_factory, shape, filters, kernel, stride, pad, dilate):
     # the implicit-GEMM kernel forward and for the data gradient (a convolution of g), its
@@ -265,6 +267,7 @@ def test_the_emitter_hands_the_conv_kernel_what_it_takes():
         text = "\n".join(line for line in b.lines if line)
         assert ("@aotexec_kernels::@conv" in text) == taken, kw
         assert ("stablehlo.convolution" in text) != taken, kw
+        assert not (taken and "stablehlo.pad" in text), kw      # the kernel pads inside
 
 
 def _epilogue_emitter(extra_use: bool, residual: bool = False, relu6: bool = False):

@@ -153,32 +153,87 @@ void aotexec_sgemm_ep_workgroup(MEMREF(const float, a), MEMREF(const float, bp),
   sgemm(a + a_off, bp + bp_off, c + c_off + coff, M, N, K, a_trans, mc, pc, ldc, wx, wy, 0, &e);
 }
 
-/* Convolution, channels-last, on an input padded beforehand:
- *   y[n][oy][ox][o] = sum_{ky, kx, c} x[n][oy*sy + ky*dy][ox*sx + kx*dx][c] * w[ky][kx][c][o]
- * x is (N, HP, WP, C), y (N, OH, OW, O), the weights packed like B above with K = KH*KW*C
- * ([ceil(O/32)][KH][KW][C][32]). A register tile is up to 14 consecutive output pixels of one
- * output row x 32 channels: for each kernel offset the 14 pixels' inputs are rows of a matrix
- * with row stride sx*C, so the tile accumulates over (ky, kx, c) without an im2col copy. Rows
- * split into balanced tiles (17 = 9 + 8, not 14 + 3). One workgroup: output rows (n, oy)
- * [wy*rc, +rc) x panels [wx*pc, +pc). geom packs KH, KW, sy, sx, dy, dx one byte each. */
-static inline __attribute__((always_inline)) void conv_tile(const int mr, const float *a, size_t lda,
-    size_t C, size_t KH, size_t KW, size_t row_step, size_t col_step, const float *b, float *y, size_t ldy,
-    size_t nr, const epilogue_t *ep, size_t col) {
+/* Convolution, channels-last, its zero padding applied inside:
+ *   y[n][oy][ox][o] = sum_{ky, kx, c} x[n][oy*sy + ky*dy - pt][ox*sx + kx*dx - pl][c] * w[ky][kx][c][o]
+ * x is (N, H, W, C), zero outside [0, H) x [0, W); y (N, OH, OW, O); the weights packed like
+ * B above with K = KH*KW*C ([ceil(O/32)][KH][KW][C][32]). A register tile is up to 14
+ * consecutive output pixels of one output row x 32 channels: for each kernel offset the 14
+ * pixels' inputs are rows of a matrix with row stride sx*C, so the tile accumulates over
+ * (ky, kx, c) without an im2col copy. Kernel rows wholly in the padding are skipped; a tile
+ * whose columns reach into the padding takes a pointer per pixel and kernel offset, to a row
+ * of zeros for a pixel in the padding (as many registers as the row offsets of the plain
+ * tile), so no padded input is ever written. Rows split
+ * into balanced tiles (17 = 9 + 8, not 14 + 3). One workgroup: output rows (n, oy)
+ * [wy*rc, +rc) x panels [wx*pc, +pc). geom packs KH, KW, sy, sx, dy, dx, pt, pl one byte each
+ * (pt, pl < 128: the emitter's index constants are signed). */
+#define CONV_ZEROS 1024    /* the zeros a pixel in the padding reads, channels per pass */
+
+typedef struct {
+  size_t H, W, C, KH, KW, sx, dy, dx;
+  const float *zeros;           /* CONV_ZEROS of them */
+} conv_shape_t;
+
+/* acc += the tile's products for one kernel row: pixel i's input for (kx, k) at
+ * a[i*lda + kx*col_step + k], the weights for (kx, k) at b[kx*b_step + k*NR]. */
+static inline __attribute__((always_inline)) void conv_row_acc(const int mr, __m512 *c0, __m512 *c1,
+    const float *a, size_t lda, size_t col_step, size_t KW, size_t nk, const float *b, size_t b_step) {
+  for (size_t kx = 0; kx < KW; kx++) {
+    const float *ak = a + kx * col_step;
+    const float *bk = b + kx * b_step;
+    for (size_t k = 0; k < nk; k++) {
+      __m512 b0 = _mm512_loadu_ps(bk + NR * k), b1 = _mm512_loadu_ps(bk + NR * k + 16);
+      _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
+        __m512 av = _mm512_set1_ps(ak[lda * i + k]);
+        c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+        c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+      }
+    }
+  }
+}
+
+/* acc += the tile's products for one kernel offset, pixel i's inputs at rows[i][0, nk) (a
+ * pixel in the padding reads zeros), the weights at b[k*NR]. */
+static inline __attribute__((always_inline)) void conv_offset_acc(const int mr, __m512 *c0, __m512 *c1,
+    const float *const *rows, size_t nk, const float *b) {
+  for (size_t k = 0; k < nk; k++) {
+    __m512 b0 = _mm512_loadu_ps(b + NR * k), b1 = _mm512_loadu_ps(b + NR * k + 16);
+    _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
+      __m512 av = _mm512_set1_ps(rows[i][k]);
+      c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+    }
+  }
+}
+
+/* One tile: output pixels [ox0, +mr) of the output row whose input rows start at iy0 (kernel
+ * rows [ky0, ky1) inside the image img), input columns from ix0 on (both may be negative). */
+static inline __attribute__((always_inline)) void conv_tile(const int mr, const float *img, ptrdiff_t iy0,
+    ptrdiff_t ix0, size_t ky0, size_t ky1, const conv_shape_t *s, const float *b, float *y, size_t ldy, size_t nr,
+    const epilogue_t *ep, size_t col) {
+  const size_t C = s->C, W = s->W, KW = s->KW, sx = s->sx, dx = s->dx;
   __m512 c0[MR], c1[MR];
   _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
     c0[i] = _mm512_setzero_ps();
     c1[i] = _mm512_setzero_ps();
   }
-  for (size_t ky = 0; ky < KH; ky++) {
-    for (size_t kx = 0; kx < KW; kx++) {
-      const float *ak = a + ky * row_step + kx * col_step;
-      const float *bk = b + (ky * KW + kx) * C * NR;
-      for (size_t k = 0; k < C; k++) {
-        __m512 b0 = _mm512_loadu_ps(bk + NR * k), b1 = _mm512_loadu_ps(bk + NR * k + 16);
-        _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
-          __m512 av = _mm512_set1_ps(ak[lda * i + k]);
-          c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
-          c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+  size_t span = (size_t)(mr - 1) * sx + (KW - 1) * dx + 1;
+  if (ix0 >= 0 && ix0 + (ptrdiff_t)span <= (ptrdiff_t)W) {
+    for (size_t ky = ky0; ky < ky1; ky++) {
+      const float *a = img + ((iy0 + (ptrdiff_t)(ky * s->dy)) * (ptrdiff_t)W + ix0) * (ptrdiff_t)C;
+      conv_row_acc(mr, c0, c1, a, sx * C, dx * C, KW, C, b + ky * KW * C * NR, C * NR);
+    }
+  } else {
+    for (size_t ky = ky0; ky < ky1; ky++) {
+      const float *row = img + (iy0 + (ptrdiff_t)(ky * s->dy)) * (ptrdiff_t)(W * C);
+      for (size_t kx = 0; kx < KW; kx++) {
+        const float *bk = b + (ky * KW + kx) * C * NR;
+        for (size_t c = 0; c < C; c += CONV_ZEROS) {
+          const float *rows[MR];
+          _Pragma("GCC unroll 14") for (int i = 0; i < mr; i++) {
+            ptrdiff_t ix = ix0 + (ptrdiff_t)(i * sx + kx * dx);
+            rows[i] = ix >= 0 && ix < (ptrdiff_t)W ? row + ix * (ptrdiff_t)C + c : s->zeros;
+          }
+          conv_offset_acc(mr, c0, c1, rows, C - c < CONV_ZEROS ? C - c : CONV_ZEROS, bk + c * NR);
         }
       }
     }
@@ -187,10 +242,10 @@ static inline __attribute__((always_inline)) void conv_tile(const int mr, const 
 }
 
 #define CONV_TILE_CASE(R) \
-  case R: conv_tile(R, a, lda, C, KH, KW, row_step, col_step, b, y, ldy, nr, ep, col); break;
+  case R: conv_tile(R, img, iy0, ix0, ky0, ky1, s, b, y, ldy, nr, ep, col); break;
 
-static void conv_tile_any(size_t mr, const float *a, size_t lda, size_t C, size_t KH, size_t KW,
-                          size_t row_step, size_t col_step, const float *b, float *y, size_t ldy, size_t nr,
+static void conv_tile_any(size_t mr, const float *img, ptrdiff_t iy0, ptrdiff_t ix0, size_t ky0, size_t ky1,
+                          const conv_shape_t *s, const float *b, float *y, size_t ldy, size_t nr,
                           const epilogue_t *ep, size_t col) {
   switch (mr) {
     CONV_TILE_CASE(14) CONV_TILE_CASE(13) CONV_TILE_CASE(12) CONV_TILE_CASE(11) CONV_TILE_CASE(10)
@@ -200,11 +255,15 @@ static void conv_tile_any(size_t mr, const float *a, size_t lda, size_t C, size_
   }
 }
 
-static void conv(const float *X, const float *B, float *Y, size_t N, size_t HP, size_t WP, size_t C, size_t OH,
+static void conv(const float *X, const float *B, float *Y, size_t N, size_t H, size_t W, size_t C, size_t OH,
                  size_t OW, size_t O, size_t geom, size_t rc, size_t pc, size_t ldy, size_t wx, size_t wy,
                  const epilogue_t *ep) {
   size_t KH = geom & 255, KW = (geom >> 8) & 255, sy = (geom >> 16) & 255, sx = (geom >> 24) & 255;
   size_t dy = (geom >> 32) & 255, dx = (geom >> 40) & 255;
+  ptrdiff_t pt = (geom >> 48) & 255, pl = (geom >> 56) & 255;
+  float zeros[CONV_ZEROS] __attribute__((aligned(64)));
+  for (size_t k = 0; k < CONV_ZEROS; k += 16) _mm512_store_ps(zeros + k, _mm512_setzero_ps());
+  conv_shape_t s = {H, W, C, KH, KW, sx, dy, dx, zeros};
   size_t panels = (O + NR - 1) / NR, K = KH * KW * C;
   size_t tiles = (OW + MR - 1) / MR;
   size_t r0 = wy * rc, r1 = r0 + rc < N * OH ? r0 + rc : N * OH;
@@ -213,12 +272,18 @@ static void conv(const float *X, const float *B, float *Y, size_t N, size_t HP, 
     size_t o = p * NR, nr = O - o < NR ? O - o : NR;
     for (size_t r = r0; r < r1; r++) {
       size_t n = r / OH, oy = r % OH;
-      const float *xrow = X + ((n * HP + oy * sy) * WP) * C;
+      /* kernel rows inside the image: 0 <= iy0 + ky*dy < H */
+      ptrdiff_t iy0 = (ptrdiff_t)(oy * sy) - pt, h = (ptrdiff_t)H, d = (ptrdiff_t)dy;
+      size_t ky0 = iy0 < 0 ? (size_t)((-iy0 + d - 1) / d) : 0;
+      size_t ky1 = iy0 >= h ? 0 : (size_t)((h - iy0 + d - 1) / d);
+      ky1 = ky1 < KH ? ky1 : KH;
+      ky0 = ky0 < ky1 ? ky0 : ky1;
+      const float *img = X + n * H * W * C;
       float *yrow = Y + r * OW * ldy + o;
       for (size_t t = 0, ox = 0; t < tiles; t++) {
         size_t mr = (OW - ox) / (tiles - t) + ((OW - ox) % (tiles - t) != 0);
-        conv_tile_any(mr, xrow + ox * sx * C, sx * C, C, KH, KW, dy * WP * C, dx * C, B + p * K * NR,
-                      yrow + ox * ldy, ldy, nr, ep, o);
+        conv_tile_any(mr, img, iy0, (ptrdiff_t)(ox * sx) - pl, ky0, ky1, &s, B + p * K * NR, yrow + ox * ldy,
+                      ldy, nr, ep, o);
         ox += mr;
       }
     }
@@ -226,18 +291,18 @@ static void conv(const float *X, const float *B, float *Y, size_t N, size_t HP, 
 }
 
 void aotexec_conv_workgroup(MEMREF(const float, x), MEMREF(const float, wp), MEMREF(float, y),
-                            size_t N, size_t HP, size_t WP, size_t C, size_t OH, size_t OW, size_t O,
+                            size_t N, size_t H, size_t W, size_t C, size_t OH, size_t OW, size_t O,
                             size_t geom, size_t rc, size_t pc, size_t ldy, size_t yoff, size_t wx, size_t wy) {
-  conv(x + x_off, wp + wp_off, y + y_off + yoff, N, HP, WP, C, OH, OW, O, geom, rc, pc, ldy, wx, wy, 0);
+  conv(x + x_off, wp + wp_off, y + y_off + yoff, N, H, W, C, OH, OW, O, geom, rc, pc, ldy, wx, wy, 0);
 }
 
 /* The same with the epilogue. */
 void aotexec_conv_ep_workgroup(MEMREF(const float, x), MEMREF(const float, wp), MEMREF(const float, ep),
-                               MEMREF(const float, res), MEMREF(float, y), size_t N, size_t HP, size_t WP,
+                               MEMREF(const float, res), MEMREF(float, y), size_t N, size_t H, size_t W,
                                size_t C, size_t OH, size_t OW, size_t O, size_t geom, size_t rc, size_t pc,
                                size_t ldy, size_t yoff, size_t has_res, size_t wx, size_t wy) {
   epilogue_t e = make_epilogue(ep + ep_off, O, res + res_off, y + y_off + yoff, has_res);
-  conv(x + x_off, wp + wp_off, y + y_off + yoff, N, HP, WP, C, OH, OW, O, geom, rc, pc, ldy, wx, wy, &e);
+  conv(x + x_off, wp + wp_off, y + y_off + yoff, N, H, W, C, OH, OW, O, geom, rc, pc, ldy, wx, wy, &e);
 }
 
 /* The convolution's weight gradient, for dx = 1:

@@ -1,5 +1,5 @@
 """2-D f32 convolutions, channels-last, as calls of the AVX-512 kernel (``avx512_kernels.c``):
-an implicit GEMM on the zero-padded input, no im2col copy.
+an implicit GEMM with the zero padding applied inside, no im2col copy and no padded input.
 
 ``Emitter.conv_nhwc`` asks ``call`` first when its module may use kernels. IREE 3.13's direct
 convolutions ran at about half of this CPU's FMA peak (docs/PERFORMANCE.md); the kernel's
@@ -31,6 +31,12 @@ MIN_DEPTH = 64
 # weight gradients: output pixels per chunk (a chunk of the packed gradient stays in L2 while
 # every tile of a kernel row reads it)
 WGRAD_CHUNK_PIXELS = 1024
+# the kernel pads inside: leading pads up to 127 (signed bytes of ``geom``), inputs of at least
+# PAD_INSIDE_CHANNELS (a border tile sets up a pointer per pixel and kernel offset: with 16
+# channels that cost more than a padded copy of the input); False pads every input beforehand
+PAD_INSIDE = True
+PAD_INSIDE_CHANNELS = 32
+MAX_PAD = 127
 
 
 def takes(b: "Emitter", x: Value, wt_shape: Sequence[int], out_shape: Sequence[int], stride, lhs_dilation=(1, 1),
@@ -47,9 +53,17 @@ def takes(b: "Emitter", x: Value, wt_shape: Sequence[int], out_shape: Sequence[i
             and kh * kw * c >= MIN_DEPTH and n * oh * ow * o * kh * kw * c >= MIN_MACS)
 
 
-def _geometry(kernel, stride, dilation) -> int:
+def _geometry(kernel, stride, dilation, pad=(0, 0)) -> int:
     kh, kw = kernel
-    return kh | kw << 8 | stride[0] << 16 | stride[1] << 24 | dilation[0] << 32 | dilation[1] << 40
+    return (kh | kw << 8 | stride[0] << 16 | stride[1] << 24 | dilation[0] << 32 | dilation[1] << 40
+            | pad[0] << 48 | pad[1] << 56)
+
+
+def _pads_inside(channels: int, pad) -> bool:
+    """Whether the kernel applies these ((top, bottom), (left, right)) pads itself (the trailing
+    ones are implied by the output's size)."""
+    return (PAD_INSIDE and channels >= PAD_INSIDE_CHANNELS and all(0 <= q[0] <= MAX_PAD for q in pad)
+            and all(q[1] >= 0 for q in pad))
 
 
 def call(b: "Emitter", x: Value, wt: Value, out_shape: Sequence[int], stride, pad, lhs_dilation, rhs_dilation,
@@ -61,14 +75,17 @@ def call(b: "Emitter", x: Value, wt: Value, out_shape: Sequence[int], stride, pa
         return None
     kh, kw, c, o = (int(d) for d in wt.shape)
     n, oh, ow, _ = (int(d) for d in out_shape)
-    xp = b.pad(x, 0.0, (0, pad[0][0], pad[1][0], 0), (0, pad[0][1], pad[1][1], 0))
-    _, hp, wp, _ = xp.shape
+    if _pads_inside(c, pad):
+        lead = (pad[0][0], pad[1][0])
+    else:
+        x, lead = b.pad(x, 0.0, (0, pad[0][0], pad[1][0], 0), (0, pad[0][1], pad[1][1], 0)), (0, 0)
+    _, h, w, _ = x.shape
     packed = pack_columns(b, b.reshape(wt, (kh * kw * c, o)), kh * kw * c, o)
-    geom = _geometry((kh, kw), stride, rhs_dilation)
+    geom = _geometry((kh, kw), stride, rhs_dilation, lead)
     rows = max(1, PIXELS_PER_GROUP // ow)
     groups_xy = (ceil_div(panels(o), PANELS_PER_GROUP), ceil_div(n * oh, rows), 1)
-    return executable.dispatch(b, "conv", groups_xy, [xp, packed],
-                               [n, hp, wp, c, oh, ow, o, geom, rows, PANELS_PER_GROUP, o, 0], (n, oh, ow, o))
+    return executable.dispatch(b, "conv", groups_xy, [x, packed],
+                               [n, h, w, c, oh, ow, o, geom, rows, PANELS_PER_GROUP, o, 0], (n, oh, ow, o))
 
 
 def takes_weight_grad(b: "Emitter", x: Value, g: Value, kernel, stride, dilation) -> bool:

@@ -23,12 +23,12 @@ EXPORTS = {
     # ldc / ldy, coff / yoff: the output's row (pixel) stride and first element (``concat.py``
     # writes into a wider tensor; ``OUTPUT_WINDOW``)
     "sgemm": ("aotexec_sgemm_workgroup", 2, ("m", "n", "k", "tr", "mc", "pc", "ldc", "coff"), 3),
-    "conv": ("aotexec_conv_workgroup", 2, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc", "pc", "ldy", "yoff"), 2),
+    "conv": ("aotexec_conv_workgroup", 2, ("n", "h", "w", "c", "oh", "ow", "o", "geom", "rc", "pc", "ldy", "yoff"), 2),
     # with the epilogue (``epilogue.py``): two more inputs, [scale, shift, lo, hi] and a residual
     # (laid out as the output), and whether that residual is one
     "sgemm_ep": ("aotexec_sgemm_ep_workgroup", 4, ("m", "n", "k", "tr", "mc", "pc", "ldc", "coff", "res"), 2),
     "conv_ep": ("aotexec_conv_ep_workgroup", 4,
-                ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc", "pc", "ldy", "yoff", "res"), 2),
+                ("n", "h", "w", "c", "oh", "ow", "o", "geom", "rc", "pc", "ldy", "yoff", "res"), 2),
     "conv_wgrad": ("aotexec_conv_wgrad_workgroup", 2, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc"), 2),
 }
 MREF = "memref<?xf32>"
