@@ -63,15 +63,22 @@ def test_deep_products_stay_with_iree_when_kernels_take_none():
     assert kernel_executable.uses_kernels("\n".join(line for line in b.lines if line))
 
 
-def test_grouped_convolution_nets_get_no_deep_products(tmp_path_factory):
+def test_grouped_convolution_nets_get_only_deeper_products(tmp_path_factory):
     _available(tmp_path_factory)
     x = ax.sym.Variable("data")
     plain = ax.sym.Convolution(x, num_filter=8, kernel=(3, 3), name="c")
     grouped = ax.sym.Convolution(x, num_filter=8, kernel=(3, 3), num_group=4, name="g")
     options = Options(cache_dir=tmp_path_factory.mktemp("kernels"))
-    for sym, deep in ((plain, True), (grouped, False)):
-        graph = bind_typing(sym, {"data": (1, 8, 8, 8)}, {}).graph
-        assert kernel_build.kernels_for(CompileOptions(), options, graph).deep_products == deep
+    kernels = {name: kernel_build.kernels_for(CompileOptions(), options,
+                                              bind_typing(sym, {"data": (1, 8, 8, 8)}, {}).graph)
+               for name, sym in (("plain", plain), ("grouped", grouped))}
+    assert kernel_matmul.fused_min_depth(kernels["plain"]) == kernel_matmul.FUSED_MIN_DEPTH
+    assert kernel_matmul.fused_min_depth(kernels["grouped"]) == kernel_build.GROUPED_DEEP_MIN_DEPTH
+    b = Emitter(kernels=kernels["grouped"])
+    b.dot_general(_v("%a", (3136, 256)), _v("%b", (256, 256)), ([1], [0]))         # IREE's
+    assert not kernel_executable.uses_kernels("\n".join(line for line in b.lines if line))
+    b.dot_general(_v("%c", (3136, 512)), _v("%d", (512, 512)), ([1], [0]))         # deep: the kernel's
+    assert kernel_executable.uses_kernels("\n".join(line for line in b.lines if line))
 
 
 @pytest.mark.lowering

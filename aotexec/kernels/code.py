@@ -17,3 +17,4 @@ class Kernels:
     object_path: Path
     deep_products: bool = True
     epilogues: bool = False
+    deep_min_depth: int = 0

@@ -51,7 +51,7 @@ def panels(n: int) -> int:
 
 def fused_min_depth(kernels: Kernels) -> int:
     """The depth from which a product whose consumers IREE would fuse goes to the kernel."""
-    return FOLDED_MIN_DEPTH if kernels.epilogues else FUSED_MIN_DEPTH
+    return FOLDED_MIN_DEPTH if kernels.epilogues else max(FUSED_MIN_DEPTH, kernels.deep_min_depth)
 
 
 def call(b: "Emitter", x: Value, y: Value, ca, cb, ba, bb, alone: bool = False) -> Value | None:
