@@ -277,6 +277,21 @@ def test_the_emitter_hands_the_conv_kernel_what_it_takes():
         assert not (taken and "stablehlo.pad" in text), kw      # the kernel pads inside
 
 
+@pytest.mark.lowering
+@pytest.mark.parametrize("width,taken", [(223, True), (225, False)])
+def test_shallow_convolutions_go_to_the_kernel_where_iree_would_slice(width, taken):
+    # SqueezeNet's 3x3/2 stem (depth 27): 111 output columns, which IREE's form computes 112 wide
+    # and slices; at 112 columns IREE's own convolution (its BatchNorm and ReLU fused) stays
+    from aotexec.ops.conv_forms import conv_nhwc_wide
+    b = _emitter()
+    ow = (width - 3) // 2 + 1
+    conv_nhwc_wide(b, _v("%x", (1, width, width, 3)), _v("%w", (3, 3, 3, 64)), (1, ow, ow, 64), (2, 2),
+                   [(0, 0), (0, 0)])
+    text = "\n".join(line for line in b.lines if line)
+    assert ("@aotexec_kernels::@conv" in text) == taken
+    assert ("stablehlo.convolution" in text) != taken
+
+
 def _epilogue_emitter(extra_use: bool, residual: bool = False, relu6: bool = False):
     """A kernel convolution, a BatchNorm's inference arithmetic, a residual add and a ReLU or
     ReLU6, as rules emit them."""

@@ -28,6 +28,12 @@ PANELS_PER_GROUP = 2
 MIN_MACS = 1 << 21
 MIN_COLS = 16
 MIN_DEPTH = 64
+# ... and from this depth where IREE's form would compute extra output columns and slice them off
+# (``ops.conv_forms.conv_nhwc_wide``: its bias / BatchNorm and ReLU then a pass of their own,
+# folded into the kernel's epilogue instead). SqueezeNet's 3x3/2 stem (depth 27, 111 wide): b1 /
+# b16 inference 0.866 / 0.962; every shallow layer (MobileNet's and VGG's stems, IREE fusing
+# their BatchNorm and ReLU) 1.01-1.02 slower
+MIN_DEPTH_SLICED = 27
 # weight gradients: output pixels per chunk (a chunk of the packed gradient stays in L2 while
 # every tile of a kernel row reads it)
 WGRAD_CHUNK_PIXELS = 1024
@@ -40,9 +46,10 @@ MAX_PAD = 127
 
 
 def takes(b: "Emitter", x: Value, wt_shape: Sequence[int], out_shape: Sequence[int], stride, lhs_dilation=(1, 1),
-          rhs_dilation=(1, 1), groups: int = 1, batch_groups: int = 1) -> bool:
+          rhs_dilation=(1, 1), groups: int = 1, batch_groups: int = 1, sliced: bool = False) -> bool:
     """Whether ``call`` takes the convolution of ``x`` with HWIO weights of ``wt_shape`` (the
-    forms built for IREE's codegen, im2col and extra output columns, are then skipped)."""
+    forms built for IREE's codegen, im2col and extra output columns, are then skipped).
+    ``sliced``: IREE's form would compute extra output columns (``MIN_DEPTH_SLICED``)."""
     if b.kernels is None or x.dtype != np.float32 or groups != 1 or batch_groups != 1:
         return False
     if any(d != 1 for d in lhs_dilation) or any_dynamic((*x.shape, *wt_shape, *out_shape)):
@@ -50,7 +57,7 @@ def takes(b: "Emitter", x: Value, wt_shape: Sequence[int], out_shape: Sequence[i
     kh, kw, c, o = (int(d) for d in wt_shape)
     n, oh, ow, _ = (int(d) for d in out_shape)
     return ((kh, kw) != (1, 1) and max(kh, kw, *stride, *rhs_dilation) <= 255 and o >= MIN_COLS
-            and kh * kw * c >= MIN_DEPTH and n * oh * ow * o * kh * kw * c >= MIN_MACS)
+            and kh * kw * c >= (MIN_DEPTH_SLICED if sliced else MIN_DEPTH) and n * oh * ow * o * kh * kw * c >= MIN_MACS)
 
 
 def _geometry(kernel, stride, dilation, pad=(0, 0)) -> int:
@@ -67,11 +74,11 @@ def _pads_inside(channels: int, pad) -> bool:
 
 
 def call(b: "Emitter", x: Value, wt: Value, out_shape: Sequence[int], stride, pad, lhs_dilation, rhs_dilation,
-         groups: int, batch_groups: int) -> Value | None:
+         groups: int, batch_groups: int, sliced: bool = False) -> Value | None:
     """The NHWC convolution of ``x`` with HWIO ``wt`` (``Emitter.conv_nhwc``'s arguments)
     through the kernel; None where the kernel does not take it."""
     if wt.dtype != x.dtype or not takes(b, x, wt.shape, out_shape, stride, lhs_dilation, rhs_dilation, groups,
-                                        batch_groups):
+                                        batch_groups, sliced):
         return None
     kh, kw, c, o = (int(d) for d in wt.shape)
     n, oh, ow, _ = (int(d) for d in out_shape)
