@@ -8,6 +8,7 @@ returning, so results are ready to read as soon as `invoke` returns.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import math
 import os
@@ -21,6 +22,7 @@ from ..base import AotexecError
 from ..options import WORKER_STACK_BYTES
 from .context import Context, current_context
 from .dtypes import from_hal, normalize_dtype, to_hal
+from .waiting import no_wakeup_preemption
 
 _MT = rt.MemoryType
 _BU = rt.BufferUsage
@@ -448,8 +450,9 @@ class LoadedModule:
         for a in args:
             arg_list.push_ref(a)
         results = rt.VmVariantList(self._result_counts.get(name, 1))
+        waiting = no_wakeup_preemption() if self.device.driver == "local-task" else contextlib.nullcontext()
         try:
-            with self._lock:    # IREE VM contexts are thread-compatible, not thread-safe
+            with self._lock, waiting:    # IREE VM contexts are thread-compatible, not thread-safe
                 self.vm_context.invoke(fn, arg_list, results)
         except (RuntimeError, ValueError, TypeError, IndexError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
