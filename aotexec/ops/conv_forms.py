@@ -141,9 +141,9 @@ def conv_nhwc_wide(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, lhs
         b, x, wt.shape, out_shape, stride, lhs_dilation, rhs_dilation, groups) else good_width(ow)
     if wide == ow:
         return b.conv_nhwc(x, wt, tuple(out_shape), stride, pads, lhs_dilation, rhs_dilation, groups)
-    if kernel_conv.takes(b, x, wt.shape, out_shape, stride, lhs_dilation, rhs_dilation, groups, sliced=True):
-        return kernel_conv.call(b, x, wt, tuple(out_shape), stride, pads, lhs_dilation, rhs_dilation, groups, 1,
-                                sliced=True)
+    y = kernel_conv.call(b, x, wt, tuple(out_shape), stride, pads, lhs_dilation, rhs_dilation, groups, 1, sliced=True)
+    if y is not None:       # a shallow layer the kernel takes where IREE's form would slice
+        return y
     pads = [tuple(pads[0]), (pads[1][0], pads[1][1] + (wide - ow) * stride[1])]
     y = b.conv_nhwc(x, wt, (n, oh, wide, f), stride, pads, lhs_dilation, rhs_dilation, groups)
     return b.slice(y, (0, 0, 0, 0), (n, oh, ow, f))
