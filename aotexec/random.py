@@ -1,4 +1,4 @@
-"""``ax.random.seed``: the seed of aotexec's random streams (Dropout masks).
+"""``ax.random.seed``: the seed of aotexec's random streams (Dropout masks, initializers).
 
 Every training call that has random ops passes ``(seed, counter)`` to the compiled
 code, which derives a stream per node from it (``stablehlo.rng_bit_generator``);
@@ -29,3 +29,10 @@ def current_seed() -> int:
 def next_stream() -> int:
     with _lock:
         return next(_counter)
+
+
+def host_rng():
+    """A numpy generator for values drawn on the host (initializers): its own stream of the
+    current seed, so ``seed(n)`` repeats them."""
+    import numpy as np
+    return np.random.default_rng([current_seed(), next_stream()])

@@ -10,7 +10,7 @@ from aotexec import AttrScope, Context, cpu, current_context, gpu  # noqa: F401
 from aotexec.util import is_np_shape, np_shape, set_np_shape, use_np_shape  # noqa: F401
 
 from . import _harness
-from ._harness import UnsupportedAttr, UnsupportedModule
+from ._harness import PartialModule, UnsupportedAttr, UnsupportedModule
 
 _harness.install()
 
@@ -23,12 +23,16 @@ sym = symbol
 __version__ = "1.9.1"
 
 # parts of MXNet aotexec does not have: any use is reported as unsupported
-for _missing in ("autograd", "gluon", "rnn", "io", "mod", "module", "init", "initializer", "kv", "kvstore",
+for _missing in ("autograd", "gluon", "kv", "kvstore",
                  "optimizer", "metric", "contrib", "image", "recordio", "profiler", "engine", "np", "npx",
                  "numpy", "numpy_extension", "library", "runtime", "visualization", "viz", "model",
                  "callback", "lr_scheduler", "monitor", "executor_manager", "amp", "onnx", "subgraph"):
     globals()[_missing] = UnsupportedModule(f"mx.{_missing}")
 
+# parts aotexec has: its names, the rest unsupported
+for _name, _source in (("rnn", _ax.rnn), ("io", _ax.io), ("mod", _ax.module), ("module", _ax.module),
+                       ("init", _ax.initializer), ("initializer", _ax.initializer)):
+    globals()[_name] = PartialModule(f"mx.{_name}", _source)
 
 from . import test_utils  # noqa: E402,F401  (mx.test_utils.check_consistency is used unimported)
 

@@ -109,5 +109,19 @@ class ContribModule(UnsupportedModule):
         return super().__getattr__(attr)
 
 
+class PartialModule(UnsupportedModule):
+    """An MXNet namespace aotexec answers in part (mx.rnn, mx.mod, mx.io, mx.init): the names
+    ``source`` (an aotexec module) has, the rest unsupported."""
+
+    def __init__(self, name: str, source):
+        super().__init__(name)
+        self._source = source
+
+    def __getattr__(self, attr: str):
+        if not attr.startswith("_") and hasattr(self._source, attr):
+            return getattr(self._source, attr)
+        return super().__getattr__(attr)
+
+
 def cpu_default() -> ax.Context:
     return ax.cpu()
