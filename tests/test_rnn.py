@@ -267,3 +267,20 @@ def test_dropout_between_layers_in_training(mode):
             return sum(float(np.sum(o * h)) for o, h in zip(train(fwd, **{name: v.astype(np.float32)}), heads))
         numeric = numeric_grad(objective, args[name], eps=1e-3)
         np.testing.assert_allclose(grads[name].asnumpy(), numeric, rtol=2e-2, atol=2e-3, err_msg=name)
+
+
+@pytest.mark.parametrize("is_train", [False, True])
+def test_layers_wide_enough_for_the_matmul_kernel(is_train):
+    """Products inside the time loop large enough for aotexec's matmul kernel (batch 32, 4 x 128
+    gates) stay plain kernel calls: the module is valid and matches rnn_numpy."""
+    attrs = dict(mode="lstm", state_size=128, num_layers=3)
+    sym = _rnn_sym(**attrs)
+    rng = np.random.default_rng(4)
+    shapes, _, _ = sym.infer_shape(data=(2, 32, 32))
+    args = {n: rng.uniform(-0.2, 0.2, s).astype(np.float32) for n, s in zip(sym.list_arguments(), shapes)}
+    ex = sym.bind(ax.cpu(), {k: ax.nd.array(v) for k, v in args.items()}, grad_req="null")
+    outs = ex.forward(is_train=is_train)
+    expected = rnn_forward("lstm", args["data"], args["rnn_parameters"], args["rnn_state"], args["rnn_state_cell"],
+                           128, 3)
+    for o, r in zip(outs, expected):
+        _close(o.asnumpy(), r, "output")

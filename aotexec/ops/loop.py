@@ -61,7 +61,7 @@ def while_loop(b: Emitter, n: int, init: Sequence[Value],
     carried = [b.constant(0, (), "int32"), *init]
     cond_args = [Value(b.fresh("w"), v.shape, v.dtype) for v in carried]
     body_args = [Value(b.fresh("w"), v.shape, v.dtype) for v in carried]
-    outer, indent, chains = b.lines, b.indent, set(b._layout_of_arg)
+    outer, indent, chains, calls = b.lines, b.indent, set(b._layout_of_arg), len(b.kernel_calls)
     b.lines, b.indent = [], indent + "    "
     try:
         more = b.compare(cond_args[0], b.constant(int(n), (), "int32"), "LT")
@@ -80,6 +80,9 @@ def while_loop(b: Emitter, n: int, init: Sequence[Value],
         # layout chains recorded inside the body point into its lines, not the function's
         for key in set(b._layout_of_arg) - chains:
             del b._layout_of_arg[key]
+        # so do kernel calls': the passes over b.kernel_calls (epilogues, in-place concat) rewrite
+        # the function's lines, so calls inside a loop stay plain dispatches
+        del b.kernel_calls[calls:]
     b.loops += 1
     res = b.fresh("loop")
     types = ", ".join(v.type for v in carried)
