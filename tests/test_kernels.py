@@ -388,3 +388,57 @@ def test_two_products_meeting_in_a_residual_add_fold_once():
     assert text.count("@aotexec_kernels::@conv_ep") == 2 and f'"stablehlo.reshape"({short.name})' in text
     defined = [line.split(" = ")[0].strip() for part in b.body() for line in part.split("\n") if " = " in line]
     assert len(defined) == len(set(defined)) and short.name in defined and r.name in defined
+
+
+def _max_pool_grad(x, g, kernel, stride, pad):
+    """float64 numpy: each window's g to its first maximum (row-major), padding never taken."""
+    dx = np.zeros(x.shape)
+    for i in range(g.shape[2]):
+        for j in range(g.shape[3]):
+            y0, x0 = i * stride[0] - pad[0], j * stride[1] - pad[1]
+            ys, xs = slice(max(y0, 0), min(y0 + kernel[0], x.shape[2])), slice(max(x0, 0), min(x0 + kernel[1], x.shape[3]))
+            win = x[:, :, ys, xs]
+            arg = win.reshape(*win.shape[:2], -1).argmax(-1)
+            yy, xx = np.divmod(arg, win.shape[3])
+            n, c = np.indices(arg.shape)
+            np.add.at(dx, (n, c, ys.start + yy, xs.start + xx), g[:, :, i, j])
+    return dx
+
+
+@pytest.mark.parametrize("shape,kernel,stride,pad,convention", [
+    ((2, 40, 11, 13), (3, 3), (2, 2), (1, 1), "valid"),     # ResNet's 3x3/2; 40 = 32 + 8 channels
+    ((1, 64, 12, 12), (3, 3), (2, 2), (0, 0), "full"),      # SqueezeNet's: windows past the input
+    ((2, 17, 9, 9), (2, 3), (1, 2), (1, 1), "valid"),       # uneven window and stride
+    ((2, 64, 10, 10), (3, 3), (1, 1), (1, 1), "valid"),     # stride 1: nine windows per input
+])
+def test_max_pool_gradient_through_the_kernel_matches_numpy(tmp_path_factory, shape, kernel, stride, pad,
+                                                            convention):
+    # channels-last after a convolution (identity weights); inputs on a quarter grid, so windows
+    # hold ties: the first maximum takes the gradient, as in MXNet
+    _available(tmp_path_factory)
+    rng = np.random.default_rng(5)
+    x = (np.round(rng.uniform(-2, 2, shape) * 4) / 4).astype(np.float32)
+    c = shape[1]
+    conv = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
+    s = ax.sym.Pooling(conv, kernel=kernel, stride=stride, pad=pad, pool_type="max",
+                       pooling_convention=convention, name="pool")
+    ex = s.simple_bind(ax.cpu(), grad_req={"data": "write", "c_weight": "null"}, data=shape)
+    ex.arg_dict["data"][:] = x
+    ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
+    y = ex.forward(is_train=True)[0]
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    ex.backward(ax.nd.array(g))
+    _check("grad data", ex.grad_dict["data"].asnumpy(), _max_pool_grad(x, g, kernel, stride, pad))
+
+
+@pytest.mark.lowering
+def test_channels_last_max_pool_gradient_is_one_kernel_call():
+    from aotexec.ops.pool import _overlapping_grad_lower, PoolingParam
+    from types import SimpleNamespace
+    b = _emitter()
+    p = PoolingParam(kernel=(3, 3), stride=(2, 2), pad=(1, 1))
+    ctx = SimpleNamespace(b=b, in_nhwc=[True], fwd_in_shapes=[(16, 64, 112, 112)], fwd_out_shapes=[(16, 64, 56, 56)])
+    _overlapping_grad_lower(ctx, p, _v("%g", (16, 56, 56, 64)), _v("%x", (16, 112, 112, 64)))
+    text = "\n".join(line for line in b.lines if line)
+    assert text.count("flow.dispatch @aotexec_kernels::@maxpool_grad") == 1
+    assert "stablehlo.slice" not in text and "stablehlo.pad" not in text

@@ -33,7 +33,9 @@ def test_mxnet_mirroring_keeps_results(case, monkeypatch):
 @pytest.mark.parametrize("ctx", CONTEXTS)
 @pytest.mark.parametrize("case", NETS, ids=[c.id for c in NETS])
 def test_dots_policy_saves_activations_and_keeps_results(case, ctx):
-    assert _saved(case, "dots") < _saved(case, "none")
+    # LeNet's activations all feed max pools, whose outputs dots keeps: nothing to save there
+    assert _saved(case, "dots") < _saved(case, "none") or case.id == "net_lenet_train" and \
+        _saved(case, "dots") == _saved(case, "none")
     ex, outs = replay(case, ctx, mirror="dots")
     check(case, ex, outs)
 
@@ -53,6 +55,21 @@ def test_dots_policy_keeps_only_matrix_products_and_outputs():
     assert {"conv", "bn", "relu", "softmax"} <= plain, plain
     names = {n.name for n in pipeline.training_plan(net, t, reqs, "dots").typing.graph.nodes}
     assert {"bn_mirror", "relu_mirror"} <= names
+
+
+def test_dots_policy_keeps_strided_pooling():
+    """A strided max pool's output is kept (recomputing it reads its input, four times the
+    size, and its windows); the ReLU before it is recomputed for the pool's gradient."""
+    data = ax.sym.Variable("data")
+    x = ax.sym.Convolution(data, kernel=(3, 3), num_filter=4, pad=(1, 1), name="conv")
+    x = ax.sym.Activation(x, act_type="relu", name="relu")
+    x = ax.sym.Pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max", name="pool")
+    x = ax.sym.Convolution(x, kernel=(3, 3), num_filter=4, pad=(1, 1), name="conv2")
+    net = ax.sym.MakeLoss(ax.sym.sum(x))
+    t = bind_typing(net, {"data": (2, 3, 8, 8)}, {})
+    reqs = {n: ("null" if n == "data" else "write") for n in net.list_arguments()}
+    saved = {e.node.name for e in pipeline.training_plan(net, t, reqs, "dots").residuals}
+    assert {"conv", "pool"} <= saved and "relu" not in saved, saved
 
 
 def test_recomputed_batch_norm_reads_forward_statistics():

@@ -375,3 +375,62 @@ void aotexec_conv_wgrad_workgroup(MEMREF(const float, x), MEMREF(const float, gp
     }
   }
 }
+
+/* Max pooling's input gradient, channels-last (pool.py): each window's gradient goes to its
+ * first maximum in row-major order, positions in the padding never taken (MXNet's pool.h).
+ * One workgroup per image (windows overlap: images are the units that share no element of
+ * dx). Output rows in order: the input rows a row of windows reaches first are zeroed just
+ * before (so dx is written once, from cache), then per window and 16-channel block, g is added
+ * lane by lane at the position holding that lane's maximum (a masked add per position).
+ * geom: kh | kw << 8 | sh << 16 | sw << 24 | pt << 32 | pl << 40 (leading pads; the trailing
+ * ones follow from OH / OW). */
+void aotexec_maxpool_grad_workgroup(MEMREF(const float, x), MEMREF(const float, g), MEMREF(float, dx),
+                                    size_t N, size_t H, size_t W, size_t C, size_t OH, size_t OW, size_t geom,
+                                    size_t wx, size_t wy) {
+  const ptrdiff_t kh = geom & 255, kw = (geom >> 8) & 255, sh = (geom >> 16) & 255, sw = (geom >> 24) & 255;
+  const ptrdiff_t pt = (geom >> 32) & 255, pl = (geom >> 40) & 255, w = (ptrdiff_t)W, c = (ptrdiff_t)C;
+  const float *X = x + x_off + wy * H * W * C;
+  const float *G = g + g_off + wy * OH * OW * C;
+  float *D = dx + dx_off + wy * H * W * C;
+  const __m512 zero = _mm512_setzero_ps();
+  ptrdiff_t zeroed = 0;                 /* rows of D zeroed so far */
+  (void)wx;
+  for (ptrdiff_t oy = 0; oy <= (ptrdiff_t)OH; oy++) {
+    ptrdiff_t y0 = oy * sh - pt, y1 = oy == (ptrdiff_t)OH ? (ptrdiff_t)H : y0 + kh;
+    y0 = y0 < 0 ? 0 : y0;
+    y1 = y1 > (ptrdiff_t)H ? (ptrdiff_t)H : y1;
+    for (; zeroed < y1; zeroed++)
+      for (ptrdiff_t i = 0; i < w * c; i += 16)
+        _mm512_mask_storeu_ps(D + zeroed * w * c + i, w * c - i >= 16 ? 0xffff : (__mmask16)((1u << (w * c - i)) - 1u),
+                              zero);
+    if (oy == (ptrdiff_t)OH) break;
+    for (ptrdiff_t ox = 0; ox < (ptrdiff_t)OW; ox++) {
+      ptrdiff_t x0 = ox * sw - pl, x1 = x0 + kw;
+      x0 = x0 < 0 ? 0 : x0;
+      x1 = x1 > w ? w : x1;
+      if (y0 >= y1 || x0 >= x1) continue;
+      for (ptrdiff_t c0 = 0; c0 < c; c0 += 16) {
+        const __mmask16 m = c - c0 >= 16 ? 0xffff : (__mmask16)((1u << (c - c0)) - 1u);
+        __m512 best = _mm512_maskz_loadu_ps(m, X + (y0 * w + x0) * c + c0);
+        __m512i arg = _mm512_setzero_si512();
+        int k = 0;
+        for (ptrdiff_t iy = y0; iy < y1; iy++)
+          for (ptrdiff_t ix = x0; ix < x1; ix++, k++) {
+            __m512 v = _mm512_maskz_loadu_ps(m, X + (iy * w + ix) * c + c0);
+            __mmask16 gt = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+            best = _mm512_mask_mov_ps(best, gt, v);
+            arg = _mm512_mask_mov_epi32(arg, gt, _mm512_set1_epi32(k));
+          }
+        const __m512 gv = _mm512_maskz_loadu_ps(m, G + (oy * (ptrdiff_t)OW + ox) * c + c0);
+        k = 0;
+        for (ptrdiff_t iy = y0; iy < y1; iy++)
+          for (ptrdiff_t ix = x0; ix < x1; ix++, k++) {
+            __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(m, arg, _mm512_set1_epi32(k));
+            if (!hit) continue;
+            float *d = D + (iy * w + ix) * c + c0;
+            _mm512_mask_storeu_ps(d, hit, _mm512_add_ps(_mm512_maskz_loadu_ps(hit, d), gv));
+          }
+      }
+    }
+  }
+}

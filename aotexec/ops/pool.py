@@ -11,12 +11,17 @@ from typing import Literal, Optional
 import numpy as np
 
 from ..emitter import Emitter, Value
+from ..kernels import pool as kernel_pool
 from .conv_forms import windows
 from ..symbolic import any_dynamic
 from .nhwc import NHWC_SPATIAL, TO_NCHW, TO_NHWC, ChannelsLast, LayoutQuery, first_nhwc, nchw_to_nhwc_materialized
 from .params import Shape
 from .registry import define, differentiable, lays_out, lowers
 from .rules import prod, same_dtype
+
+
+# channels-last 2-D max pooling gradients through the kernel where modules use kernels
+KERNEL_MAX_POOL_GRAD = True
 
 
 # --- Pooling (src/operator/nn/pooling.cc, PoolingShape) ---
@@ -94,7 +99,8 @@ def _pool_shape_all(p, ins, outs):
 
 
 Pooling = define("Pooling", params=PoolingParam, outputs=_pool_outputs, num_visible=lambda p: 1,
-                 infer_shape=_pool_shape_all, infer_type=same_dtype)
+                 infer_shape=_pool_shape_all, infer_type=same_dtype,
+                 downsamples=lambda p: p.global_pool or any(s > 1 for s in p.stride))
 
 
 def _pool_counts(x: int, out: int, k: int, s: int, q: int, include_pad: bool):
@@ -524,7 +530,8 @@ def _overlapping_grad_lower(ctx, p: PoolingParam, g, x=None):
     xshape, out = tuple(ctx.fwd_in_shapes[0]), tuple(ctx.fwd_out_shapes[0])
     kernel, stride, pad, used, hi = _pool_geometry(p, xshape, out)
     if p.pool_type == "max":
-        return [_max_pool_grad(b, g, x, kernel, stride, pad, used, hi, NHWC_SPATIAL)]
+        dx = kernel_pool.max_pool_grad(b, x, g, kernel, stride, pad) if KERNEL_MAX_POOL_GRAD else None
+        return [dx if dx is not None else _max_pool_grad(b, g, x, kernel, stride, pad, used, hi, NHWC_SPATIAL)]
     if p.pool_type == "avg":
         g = _avg_divisor(b, g, _avg_counts(p, xshape[2:], out[2:]), NHWC_SPATIAL)
     # every window position gets its window's g: spread one axis at a time (separable)

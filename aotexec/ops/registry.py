@@ -82,6 +82,9 @@ class OpDef:
     # a matrix product, whose output ``dots`` keeps (JAX's dots_saveable)
     mirror_kept: bool = False
     matmul_like: bool = False
+    # a rule of the params: the output is a fraction of the input (strided pooling), so ``dots``
+    # keeps it too (recomputing it reads the larger input in backward)
+    downsamples: Callable[[Any], bool] | None = None
     # channels-last layout (passes.layout): elementwise over same-shape operands, so NHWC in,
     # NHWC out; or a rule ``fn(ops.nhwc.LayoutQuery) -> ops.nhwc.ChannelsLast | None``
     layout_agnostic: bool = False
