@@ -170,60 +170,61 @@ def _nc_state(num_hidden: int) -> dict:
     return {"shape": (0, num_hidden), "__layout__": "NC"}
 
 
-class RNNCell(BaseRNNCell):
-    """h' = activation(W_i x + b_i + W_h h + b_h)."""
+class _DenseCell(BaseRNNCell):
+    """A cell stepping by one FullyConnected of the input (``i2h``) and one of the state
+    (``h2h``), ``len(GATES)`` blocks of ``num_hidden`` each."""
+    GATES: tuple[str, ...] = ("",)
+    STATES = 1
 
-    def __init__(self, num_hidden: int, activation: Any = "tanh", prefix: str = "rnn_",
-                 params: RNNParams | None = None):
+    def __init__(self, num_hidden: int, prefix: str, params: RNNParams | None, **i2h_bias: Any):
         super().__init__(prefix=prefix, params=params)
-        self._num_hidden, self._activation = num_hidden, activation
-        self._iW, self._iB = self.params.get("i2h_weight"), self.params.get("i2h_bias")
+        self._num_hidden = num_hidden
+        self._iW, self._iB = self.params.get("i2h_weight"), self.params.get("i2h_bias", **i2h_bias)
         self._hW, self._hB = self.params.get("h2h_weight"), self.params.get("h2h_bias")
 
     @property
     def state_info(self) -> list[dict]:
-        return [_nc_state(self._num_hidden)]
+        return [_nc_state(self._num_hidden) for _ in range(self.STATES)]
 
     @property
-    def _gate_names(self) -> tuple:
-        return ("",)
+    def _gate_names(self) -> tuple[str, ...]:
+        return self.GATES
+
+    def _products(self, inputs: Symbol, state: Symbol, name: str) -> tuple[Symbol, Symbol]:
+        width = self._num_hidden * len(self.GATES)
+        return (symbol.FullyConnected(data=inputs, weight=self._iW, bias=self._iB, num_hidden=width, name=f"{name}i2h"),
+                symbol.FullyConnected(data=state, weight=self._hW, bias=self._hB, num_hidden=width, name=f"{name}h2h"))
+
+
+class RNNCell(_DenseCell):
+    """h' = activation(W_i x + b_i + W_h h + b_h)."""
+
+    def __init__(self, num_hidden: int, activation: Any = "tanh", prefix: str = "rnn_",
+                 params: RNNParams | None = None):
+        super().__init__(num_hidden, prefix, params)
+        self._activation = activation
 
     def __call__(self, inputs: Symbol, states: States) -> tuple[Symbol, States]:
         name = self._step_name()
-        i2h = symbol.FullyConnected(data=inputs, weight=self._iW, bias=self._iB, num_hidden=self._num_hidden,
-                                    name=f"{name}i2h")
-        h2h = symbol.FullyConnected(data=states[0], weight=self._hW, bias=self._hB, num_hidden=self._num_hidden,
-                                    name=f"{name}h2h")
+        i2h, h2h = self._products(inputs, states[0], name)
         output = self._get_activation(i2h + h2h, self._activation, name=f"{name}out")
         return output, [output]
 
 
-class LSTMCell(BaseRNNCell):
-    """Gates i, f, c, o from one FullyConnected of x and one of h; ``forget_bias`` initializes
-    the forget gate's i2h bias (``init.LSTMBias``)."""
+class LSTMCell(_DenseCell):
+    """Gates i, f, c, o; ``forget_bias`` initializes the forget gate's i2h bias
+    (``init.LSTMBias``)."""
+    GATES = ("_i", "_f", "_c", "_o")
+    STATES = 2
 
     def __init__(self, num_hidden: int, prefix: str = "lstm_", params: RNNParams | None = None,
                  forget_bias: float = 1.0):
         from ..initializer import LSTMBias
-        super().__init__(prefix=prefix, params=params)
-        self._num_hidden = num_hidden
-        self._iW, self._hW = self.params.get("i2h_weight"), self.params.get("h2h_weight")
-        self._iB = self.params.get("i2h_bias", init=LSTMBias(forget_bias=forget_bias))
-        self._hB = self.params.get("h2h_bias")
-
-    @property
-    def state_info(self) -> list[dict]:
-        return [_nc_state(self._num_hidden), _nc_state(self._num_hidden)]
-
-    @property
-    def _gate_names(self) -> list[str]:
-        return ["_i", "_f", "_c", "_o"]
+        super().__init__(num_hidden, prefix, params, init=LSTMBias(forget_bias=forget_bias))
 
     def __call__(self, inputs: Symbol, states: States) -> tuple[Symbol, States]:
         name = self._step_name()
-        h4 = self._num_hidden * 4
-        i2h = symbol.FullyConnected(data=inputs, weight=self._iW, bias=self._iB, num_hidden=h4, name=f"{name}i2h")
-        h2h = symbol.FullyConnected(data=states[0], weight=self._hW, bias=self._hB, num_hidden=h4, name=f"{name}h2h")
+        i2h, h2h = self._products(inputs, states[0], name)
         gates = symbol.SliceChannel(i2h + h2h, num_outputs=4, name=f"{name}slice")
         in_gate = symbol.Activation(gates[0], act_type="sigmoid", name=f"{name}i")
         forget_gate = symbol.Activation(gates[1], act_type="sigmoid", name=f"{name}f")
@@ -234,28 +235,17 @@ class LSTMCell(BaseRNNCell):
         return next_h, [next_h, next_c]
 
 
-class GRUCell(BaseRNNCell):
+class GRUCell(_DenseCell):
     """cuDNN's GRU: the reset gate multiplies h2h's candidate part after its bias."""
+    GATES = ("_r", "_z", "_o")
 
     def __init__(self, num_hidden: int, prefix: str = "gru_", params: RNNParams | None = None):
-        super().__init__(prefix=prefix, params=params)
-        self._num_hidden = num_hidden
-        self._iW, self._iB = self.params.get("i2h_weight"), self.params.get("i2h_bias")
-        self._hW, self._hB = self.params.get("h2h_weight"), self.params.get("h2h_bias")
-
-    @property
-    def state_info(self) -> list[dict]:
-        return [_nc_state(self._num_hidden)]
-
-    @property
-    def _gate_names(self) -> list[str]:
-        return ["_r", "_z", "_o"]
+        super().__init__(num_hidden, prefix, params)
 
     def __call__(self, inputs: Symbol, states: States) -> tuple[Symbol, States]:
         name = self._step_name()
-        h3, prev = self._num_hidden * 3, states[0]
-        i2h = symbol.FullyConnected(data=inputs, weight=self._iW, bias=self._iB, num_hidden=h3, name=f"{name}_i2h")
-        h2h = symbol.FullyConnected(data=prev, weight=self._hW, bias=self._hB, num_hidden=h3, name=f"{name}_h2h")
+        prev = states[0]
+        i2h, h2h = self._products(inputs, prev, f"{name}_")       # MXNet's GRU names: t0__i2h
         i2h_r, i2h_z, i2h = symbol.SliceChannel(i2h, num_outputs=3, name=f"{name}_i2h_slice")
         h2h_r, h2h_z, h2h = symbol.SliceChannel(h2h, num_outputs=3, name=f"{name}_h2h_slice")
         reset_gate = symbol.Activation(i2h_r + h2h_r, act_type="sigmoid", name=f"{name}_r_act")
