@@ -6,7 +6,7 @@ imported lazily when something must be compiled.
 """
 from . import monitor as mon  # noqa: F401
 from . import distributed, kvstore, model, name, nd, optimizer, random, ray, symbol  # noqa: F401
-from . import initializer, io, module, rnn  # noqa: F401
+from . import initializer, io, metric, module, rnn  # noqa: F401
 from .artifact import Artifact, compile, load  # noqa: F401
 from .attribute import AttrScope  # noqa: F401
 from .base import AotexecError, MXNetError, NotImplementedForSymbol  # noqa: F401

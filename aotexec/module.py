@@ -4,16 +4,20 @@ and backward on ``DataBatch``es (rebinding by ``reshape`` when a batch's shapes 
 update with an ``ax.optimizer``, save and load checkpoints.
 
 One context per module (MXNet's data parallelism across a context list is not provided:
-a list of one context is accepted).  ``fit`` / ``score`` / ``predict``, which need MXNet's
-data iterators and metrics, are not provided."""
+a list of one context is accepted).  ``fit`` / ``score`` / ``predict`` run over any
+``ax.io.DataIter`` (``NDArrayIter``) with ``ax.metric`` metrics, MXNet's loops and log lines."""
 from __future__ import annotations
 
 import logging
+import time
 import warnings
+from collections import namedtuple
 from typing import Any, Sequence
 
+import numpy as np
 
-from . import model, optimizer as opt
+
+from . import metric as metrics, model, optimizer as opt
 from .base import AotexecError
 from .initializer import InitDesc, Initializer, Uniform
 from .io import DataBatch, DataDesc
@@ -22,6 +26,7 @@ from .runtime.ndarray import NDArray
 from .symbol import Symbol
 
 log = logging.getLogger(__name__)
+BatchEndParam = namedtuple("BatchEndParam", ["epoch", "nbatch", "eval_metric", "locals"])
 
 
 def _check_names(symbol: Symbol, names: Sequence[str], kind: str, throw: bool) -> None:
@@ -263,6 +268,88 @@ class Module:
             raise AssertionError("get_input_grads needs a module bound with inputs_need_grad=True")
         return [self._exec.grad_dict.get(n) for n in self._data_names]
 
+    def update_metric(self, eval_metric: metrics.EvalMetric, labels: Sequence, pre_sliced: bool = False) -> None:
+        eval_metric.update(labels, self.get_outputs())
+
+    # --- loops over a data iterator (MXNet's BaseModule.fit / score / predict)
+    def fit(self, train_data, eval_data=None, eval_metric: Any = "acc", epoch_end_callback: Any = None,
+            batch_end_callback: Any = None, kvstore: Any = "local", optimizer: Any = "sgd",
+            optimizer_params: Any = (("learning_rate", 0.01),), eval_end_callback: Any = None,
+            eval_batch_end_callback: Any = None, initializer: Initializer | None = Uniform(0.01),
+            arg_params: dict | None = None, aux_params: dict | None = None, allow_missing: bool = False,
+            force_rebind: bool = False, force_init: bool = False, begin_epoch: int = 0,
+            num_epoch: int | None = None, validation_metric: Any = None, monitor: Any = None) -> None:
+        """Epochs ``[begin_epoch, num_epoch)`` of forward, backward and update over ``train_data``,
+        the metric updated per batch and logged per epoch, ``eval_data`` scored after each."""
+        if num_epoch is None:
+            raise AssertionError("please specify number of epochs")
+        self.bind(data_shapes=train_data.provide_data, label_shapes=train_data.provide_label, for_training=True,
+                  force_rebind=force_rebind)
+        self.init_params(initializer=initializer, arg_params=arg_params, aux_params=aux_params,
+                         allow_missing=allow_missing, force_init=force_init)
+        self.init_optimizer(kvstore=kvstore, optimizer=optimizer, optimizer_params=optimizer_params)
+        validation_metric = eval_metric if validation_metric is None else validation_metric
+        eval_metric = metrics.create(eval_metric)
+        for epoch in range(begin_epoch, num_epoch):
+            tic = time.time()
+            eval_metric.reset()
+            for nbatch, batch in enumerate(train_data):
+                self.forward_backward(batch)
+                self.update()
+                self.update_metric(eval_metric, batch.label or [])
+                _call_all(batch_end_callback, BatchEndParam(epoch, nbatch, eval_metric, locals()))
+            for name, value in eval_metric.get_name_value():
+                self.logger.info("Epoch[%d] Train-%s=%f", epoch, name, value)
+            self.logger.info("Epoch[%d] Time cost=%.3f", epoch, time.time() - tic)
+            arg_params, aux_params = self.get_params()
+            _call_all(epoch_end_callback, epoch, self._symbol, arg_params, aux_params)
+            if eval_data is not None:
+                for name, value in self.score(eval_data, validation_metric, score_end_callback=eval_end_callback,
+                                              batch_end_callback=eval_batch_end_callback, epoch=epoch):
+                    self.logger.info("Epoch[%d] Validation-%s=%f", epoch, name, value)
+            train_data.reset()
+
+    def score(self, eval_data, eval_metric: Any, num_batch: int | None = None, batch_end_callback: Any = None,
+              score_end_callback: Any = None, reset: bool = True, epoch: int = 0,
+              sparse_row_id_fn: Any = None) -> list[tuple[str, float]]:
+        """``eval_metric`` over inference-mode outputs of (the first ``num_batch``) batches."""
+        self._need("binded", "params_initialized")
+        if reset:
+            eval_data.reset()
+        eval_metric = metrics.create(eval_metric)
+        eval_metric.reset()
+        nbatch = 0
+        for nbatch, batch in enumerate(eval_data):
+            if num_batch is not None and nbatch == num_batch:
+                break
+            self.forward(batch, is_train=False)
+            self.update_metric(eval_metric, batch.label or [])
+            _call_all(batch_end_callback, BatchEndParam(epoch, nbatch, eval_metric, locals()))
+        _call_all(score_end_callback, BatchEndParam(epoch, nbatch, eval_metric, locals()))
+        return eval_metric.get_name_value()
+
+    def predict(self, eval_data, num_batch: int | None = None, merge_batches: bool = True, reset: bool = True,
+                always_output_list: bool = False, sparse_row_id_fn: Any = None) -> Any:
+        """Inference-mode outputs over the batches, each batch's padding dropped; with
+        ``merge_batches`` one array per output (a single one unless ``always_output_list``)."""
+        from .runtime.ndarray import array
+        self._need("binded", "params_initialized")
+        if reset:
+            eval_data.reset()
+        per_batch = []
+        for nbatch, batch in enumerate(eval_data):
+            if num_batch is not None and nbatch == num_batch:
+                break
+            self.forward(batch, is_train=False)
+            keep = lambda o: o.asnumpy()[:o.shape[0] - (batch.pad or 0)]  # noqa: E731
+            per_batch.append([keep(o) for o in self.get_outputs()])
+        if not merge_batches:
+            return [[array(o, dtype=o.dtype) for o in outs] for outs in per_batch]
+        if not per_batch:
+            return []
+        merged = [array(np.concatenate(parts), dtype=parts[0].dtype) for parts in zip(*per_batch)]
+        return merged[0] if len(merged) == 1 and not always_output_list else merged
+
     # --- optimization
     def init_optimizer(self, kvstore: Any = "local", optimizer: str | opt.Optimizer = "sgd",
                        optimizer_params: Any = (("learning_rate", 0.01),), force_init: bool = False) -> None:
@@ -330,3 +417,11 @@ class Module:
         if load_optimizer_states:
             mod._preload_states = "%s-%04d.states" % (prefix, epoch)
         return mod
+
+
+def _call_all(callbacks: Any, *args: Any) -> None:
+    """MXNet calls a callback or each of a list of them."""
+    if callbacks is None:
+        return
+    for cb in callbacks if isinstance(callbacks, (list, tuple)) else [callbacks]:
+        cb(*args)

@@ -129,3 +129,59 @@ def test_mxnet_errors():
     mod.bind(data_shapes=[("data", (4, 5))], label_shapes=[("softmax_label", (4,))])
     with pytest.warns(UserWarning, match="Already bound"):
         mod.bind(data_shapes=[("data", (4, 5))])
+
+
+def test_fit_score_predict_match_mxnet():
+    """Module.fit over an NDArrayIter (the last batch of 4 padded from the start), two epochs of
+    SGD with momentum, accuracy and cross-entropy; then score and predict (padding dropped)."""
+    with np.load(DATA / "module_fit.npz", allow_pickle=False) as z:
+        ref = {k: z[k] for k in z.files}
+    train = ax.io.NDArrayIter(ref["x"], ref["y"], batch_size=4)
+    mod = _mlp_module()
+    seen = {}
+    mod.fit(train, eval_metric=["acc", "ce"], optimizer="sgd",
+            optimizer_params=(("learning_rate", 0.2), ("momentum", 0.9)),
+            arg_params=_start_params(ref), aux_params={}, num_epoch=2,
+            batch_end_callback=lambda p: seen.__setitem__(p.epoch, dict(p.eval_metric.get_name_value())))
+    for name, value in mod.get_params()[0].items():
+        np.testing.assert_allclose(value.asnumpy(), ref[f"final:{name}"], rtol=1e-5, atol=1e-6, err_msg=name)
+    for epoch in (0, 1):
+        for name in ("accuracy", "cross-entropy"):
+            assert seen[epoch][name] == pytest.approx(float(ref[f"train{epoch}:{name}"]), rel=1e-5), (epoch, name)
+    score = dict(mod.score(train, ["acc", "ce"]))
+    assert score == pytest.approx({n: float(ref[f"score:{n}"]) for n in ("accuracy", "cross-entropy")}, rel=1e-5)
+    predicted = mod.predict(train)
+    assert predicted.shape == (10, 3)
+    np.testing.assert_allclose(predicted.asnumpy(), ref["predict"], rtol=1e-5, atol=1e-7)
+
+
+def test_ndarray_iter_batches():
+    x, y = np.arange(10, dtype=np.float32).reshape(5, 2), np.arange(5)
+    pad = ax.io.NDArrayIter(x, y, batch_size=2)
+    assert [d.shape for d in pad.provide_data] == [(2, 2)] and pad.provide_label[0].name == "softmax_label"
+    batches = list(pad)
+    assert [b.label[0].asnumpy().tolist() for b in batches] == [[0, 1], [2, 3], [4, 0]]
+    assert [b.pad for b in batches] == [0, 0, 1] and batches[0].data[0].dtype == np.float32
+    assert len(list(ax.io.NDArrayIter(x, y, batch_size=2, last_batch_handle="discard"))) == 2
+    roll = ax.io.NDArrayIter(x, y, batch_size=2, last_batch_handle="roll_over")
+    first = [b.label[0].asnumpy().tolist() for b in roll]
+    roll.reset()
+    second = [b.label[0].asnumpy().tolist() for b in roll]
+    assert first == [[0, 1], [2, 3]] and second == [[4, 0], [1, 2], [3, 4]]      # MXNet's order
+    with pytest.raises(ValueError, match="same number of samples"):
+        ax.io.NDArrayIter(x, np.arange(4))
+
+
+def test_metrics():
+    acc = ax.metric.create("acc")
+    acc.update([ax.nd.array([0, 1, 2])], [ax.nd.array([[0.9, 0.1, 0], [0.2, 0.7, 0.1], [0.5, 0.4, 0.1]])])
+    assert acc.get() == ("accuracy", pytest.approx(2 / 3))
+    mse = ax.metric.create("mse")
+    mse.update([np.array([1.0, 2.0])], [np.array([1.5, 2.0])])
+    mse.update([np.array([0.0])], [np.array([1.0])])
+    assert mse.get()[1] == pytest.approx((0.125 + 1.0) / 2)      # per-batch means, as MXNet 1.x
+    custom = ax.metric.create(lambda label, pred: float(np.abs(label - pred).sum()))
+    custom.update([np.ones(3)], [np.zeros(3)])
+    assert custom.get() == ("custom(<lambda>)", 3.0)
+    with pytest.raises(ax.AotexecError, match="unknown metric"):
+        ax.metric.create("f7")

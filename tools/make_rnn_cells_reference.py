@@ -10,6 +10,9 @@ tests/test_module.py), written by MXNet 1.9.1 into ``tests/data/rnn_cells/``:
 - ``module_sgd.npz`` + ``module_sgd-symbol.json``: an MLP with SoftmaxOutput trained three steps
   by ``Module.init_optimizer('sgd', momentum, wd)`` / ``forward_backward`` / ``update`` from
   given parameters: ``arg:*`` (start), ``batch<i>:data`` / ``batch<i>:label``, ``final:*``.
+- ``module_fit.npz``: that MLP through ``Module.fit`` (an ``NDArrayIter`` whose last batch is
+  padded, two epochs, accuracy and cross-entropy), ``score`` and ``predict``: ``x`` / ``y``,
+  ``arg:*``, ``final:*``, ``train<epoch>:<metric>``, ``score:<metric>``, ``predict``.
 
     python tools/make_rnn_cells_reference.py [--out tests/data/rnn_cells]
 
@@ -121,6 +124,36 @@ def write_module_sgd(mx, np, out: Path) -> None:
     np.savez(out / "module_sgd.npz", **record)
 
 
+def write_module_fit(mx, np, out: Path) -> None:
+    """``Module.fit`` over an NDArrayIter of 10 samples in batches of 4 (the last one padded),
+    two epochs of SGD, then ``score`` and ``predict``; the same MLP as module_sgd."""
+    rng = np.random.default_rng(2)
+    net = mx.sym.load(str(out / "module_sgd-symbol.json"))
+    shapes = dict(zip(net.list_arguments(), net.infer_shape(data=(4, 5))[0]))
+    start = {n: rng.uniform(-0.5, 0.5, shapes[n]).astype(np.float32) for n in ("fc1_weight", "fc1_bias",
+                                                                               "fc2_weight", "fc2_bias")}
+    x = rng.uniform(-1, 1, (10, 5)).astype(np.float32)
+    y = rng.integers(0, 3, (10,)).astype(np.float32)
+    train = mx.io.NDArrayIter(x, y, batch_size=4)
+    mod = mx.mod.Module(net, context=mx.cpu())
+    seen = {}
+
+    def at_batch_end(param):
+        seen[param.epoch] = param.eval_metric.get_name_value()
+    mod.fit(train, eval_metric=["acc", "ce"], optimizer="sgd",
+            optimizer_params=(("learning_rate", 0.2), ("momentum", 0.9)),
+            arg_params={n: mx.nd.array(v) for n, v in start.items()}, aux_params={}, num_epoch=2,
+            batch_end_callback=at_batch_end)
+    record = {f"arg:{n}": v for n, v in start.items()}
+    record.update(x=x, y=y)
+    record.update({f"final:{n}": v.asnumpy() for n, v in mod.get_params()[0].items()})
+    for epoch, pairs in seen.items():
+        record.update({f"train{epoch}:{name}": np.float64(value) for name, value in pairs})
+    record.update({f"score:{name}": np.float64(value) for name, value in mod.score(train, ["acc", "ce"])})
+    record["predict"] = mod.predict(train).asnumpy()
+    np.savez(out / "module_fit.npz", **record)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "rnn_cells"))
@@ -137,6 +170,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     cases = write_cells(mx, np, out)
     write_module_sgd(mx, np, out)
+    write_module_fit(mx, np, out)
     (out / "cases.json").write_text(json.dumps(cases, indent=1) + "\n")
     print(f"wrote {len(cases)} cell cases and module_sgd to {out}")
 

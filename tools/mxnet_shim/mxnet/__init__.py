@@ -24,14 +24,15 @@ __version__ = "1.9.1"
 
 # parts of MXNet aotexec does not have: any use is reported as unsupported
 for _missing in ("autograd", "gluon", "kv", "kvstore",
-                 "optimizer", "metric", "contrib", "image", "recordio", "profiler", "engine", "np", "npx",
+                 "optimizer", "contrib", "image", "recordio", "profiler", "engine", "np", "npx",
                  "numpy", "numpy_extension", "library", "runtime", "visualization", "viz", "model",
                  "callback", "lr_scheduler", "monitor", "executor_manager", "amp", "onnx", "subgraph"):
     globals()[_missing] = UnsupportedModule(f"mx.{_missing}")
 
 # parts aotexec has: its names, the rest unsupported
 for _name, _source in (("rnn", _ax.rnn), ("io", _ax.io), ("mod", _ax.module), ("module", _ax.module),
-                       ("init", _ax.initializer), ("initializer", _ax.initializer)):
+                       ("init", _ax.initializer), ("initializer", _ax.initializer),
+                       ("metric", _ax.metric)):
     globals()[_name] = PartialModule(f"mx.{_name}", _source)
 
 from . import test_utils  # noqa: E402,F401  (mx.test_utils.check_consistency is used unimported)
