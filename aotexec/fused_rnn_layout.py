@@ -1,9 +1,12 @@
-"""Where each gate's weight and bias sits in the packed parameter vector of MXNet's ``RNN`` op
-(as ``FusedRNNCell`` names them): all weights by layer, direction, i2h then h2h, gate; then
-all biases in the same order.  Shared by ``rnn.FusedRNNCell`` and ``init.FusedRNN``."""
+"""Where each gate's weight and bias sits in the packed parameter vector of MXNet's ``RNN`` op,
+as ``FusedRNNCell`` names them (the op's layout, cut per gate).  Shared by
+``rnn.FusedRNNCell`` and ``init.FusedRNN``."""
 from __future__ import annotations
 
 import math
+
+from .ops.rnn import RNNParam
+from .ops.rnn_layers import ParamLayout
 
 GATES = {"rnn_relu": [""], "rnn_tanh": [""], "lstm": ["_i", "_f", "_c", "_o"], "gru": ["_r", "_z", "_o"]}
 
@@ -12,21 +15,16 @@ Piece = tuple[str, int, tuple[int, ...]]     # name, offset, shape
 
 def pieces(prefix: str, mode: str, num_hidden: int, num_layers: int, bidirectional: bool,
            num_input: int) -> list[Piece]:
-    h, directions = num_hidden, ["l", "r"] if bidirectional else ["l"]
-    out, p = [], 0
-    for kind in ("weight", "bias"):
-        for layer in range(num_layers):
-            for direction in directions:
-                for group in ("i2h", "h2h"):
-                    for gate in GATES[mode]:
-                        if kind == "bias":
-                            shape: tuple[int, ...] = (h,)
-                        elif group == "h2h":
-                            shape = (h, h)
-                        else:
-                            shape = (h, num_input if layer == 0 else len(directions) * h)
-                        out.append((f"{prefix}{direction}{layer}_{group}{gate}_{kind}", p, shape))
-                        p += math.prod(shape)
+    """Each block of the ``RNN`` op's own layout (``ops.rnn_layers.ParamLayout``: a layer and
+    direction's i2h / h2h weights or biases, gates stacked) cut into its gates, named as MXNet's
+    FusedRNNCell names them."""
+    layout = ParamLayout(RNNParam(num_hidden, num_layers, mode, bidirectional), num_input)
+    out = []
+    for (layer, d, block), (offset, shape) in layout.blocks.items():
+        group, kind = ("i2h" if block[1] == "x" else "h2h"), ("weight" if block[0] == "w" else "bias")
+        part = (num_hidden,) + tuple(shape[1:])
+        for j, gate in enumerate(GATES[mode]):
+            out.append((f"{prefix}{'lr'[d]}{layer}_{group}{gate}_{kind}", offset + j * math.prod(part), part))
     return out
 
 
