@@ -442,3 +442,52 @@ def test_channels_last_max_pool_gradient_is_one_kernel_call():
     text = "\n".join(line for line in b.lines if line)
     assert text.count("flow.dispatch @aotexec_kernels::@maxpool_grad") == 1
     assert "stablehlo.slice" not in text and "stablehlo.pad" not in text
+
+
+@pytest.mark.parametrize("shape,stride,pad,dilate", [
+    ((2, 40, 9, 9), (1, 1), (1, 1), (1, 1)),      # 40 = 32 + 8 channels
+    ((2, 33, 10, 10), (2, 2), (1, 1), (1, 1)),    # MobileNet's strided layers
+    ((1, 17, 11, 11), (1, 1), (2, 2), (2, 2)),    # dilated; batch 1: row blocks summed
+    ((3, 64, 8, 8), (2, 2), (0, 0), (1, 1)),      # no padding
+    ((1, 48, 5, 7), (1, 1), (3, 3), (1, 1)),      # rows and columns wholly in the padding
+])
+def test_depthwise_weight_gradient_through_the_kernel_matches_numpy(tmp_path_factory, shape, stride, pad, dilate):
+    # channels-last after a 1x1 convolution (identity weights), a 1x1 average pool after it
+    # (identity): the head gradient reaches the depthwise layer channels-last
+    _available(tmp_path_factory)
+    rng = np.random.default_rng(6)
+    n, c = shape[:2]
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    conv = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
+    s = ax.sym.Convolution(conv, num_filter=c, num_group=c, kernel=(3, 3), stride=stride, pad=pad, dilate=dilate,
+                           no_bias=True, name="dw")
+    s = ax.sym.Pooling(s, kernel=(1, 1), pool_type="avg", name="pool")
+    ex = s.simple_bind(ax.cpu(), grad_req={"data": "write", "c_weight": "null", "dw_weight": "write"}, data=shape)
+    ex.arg_dict["data"][:] = x
+    ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
+    ex.arg_dict["dw_weight"][:] = w
+    y = ex.forward(is_train=True)[0]
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    ex.backward(ax.nd.array(g))
+    wins = _windows(x, (3, 3), pad, stride, dilate)
+    ref = np.zeros((c, 1, 3, 3))
+    for (i, j), v in wins.items():
+        ref[:, 0, i, j] = np.einsum("nchw,nchw->c", v, g.astype(np.float64))
+    _check("output", y.asnumpy(), sum(v * w[None, :, 0, i, j, None, None] for (i, j), v in wins.items()))
+    _check("grad weight", ex.grad_dict["dw_weight"].asnumpy(), ref)
+
+
+@pytest.mark.lowering
+def test_a_depthwise_weight_gradient_is_one_kernel_call():
+    from aotexec.kernels import depthwise
+    b = _emitter()
+    dw = depthwise.weight_grad(b, _v("%x", (16, 112, 112, 32)), _v("%g", (16, 112, 112, 32)), (3, 3), (1, 1), (1, 1),
+                               (1, 1))
+    assert dw is not None and dw.shape == (32, 1, 3, 3)
+    text = "\n".join(line for line in b.lines if line)
+    assert text.count("flow.dispatch @aotexec_kernels::@dwgrad") == 1
+    assert "stablehlo.multiply" not in text and "stablehlo.pad" not in text
+    # other kernel sizes keep ops.conv's form
+    assert depthwise.weight_grad(_emitter(), _v("%x", (2, 8, 8, 32)), _v("%g", (2, 8, 8, 32)), (5, 5), (1, 1),
+                                 (1, 1), (2, 2)) is None

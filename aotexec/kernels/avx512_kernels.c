@@ -434,3 +434,69 @@ void aotexec_maxpool_grad_workgroup(MEMREF(const float, x), MEMREF(const float, 
     }
   }
 }
+
+/* Depthwise 3x3 convolution's weight gradient, channels-last, padding inside:
+ *   part[z][ky*3 + kx][c] = sum_{oy in rows of z, ox} g[n][oy][ox][c] * x[n][oy*sy + ky*dy - pt][ox*sx + kx*dx - pl][c]
+ * (x zero outside [0, H) x [0, W)), one workgroup per (block of `rows` output rows wx, image wy), z = wy * groups_x + wx;
+ * the caller sums the parts. Per output row and 32-channel block the nine taps accumulate in registers over the
+ * row, then add into the part, which stays in L1 (9 x C floats); the input rows a row of windows reads stay in L2
+ * across the channel blocks. x and g are each read once per workgroup. */
+
+/* One input row's three taps over output columns [ox0, ox1) (xr, gr: the rows at the channel block); `check`:
+ * columns may fall outside the input (the borders) */
+static inline __attribute__((always_inline)) void dwgrad_row(__m512 *a0, __m512 *a1, const float *xr, const float *gr,
+    ptrdiff_t ox0, ptrdiff_t ox1, ptrdiff_t c, ptrdiff_t sw, ptrdiff_t dw, ptrdiff_t pl, ptrdiff_t w, __mmask16 m0,
+    __mmask16 m1, const int check) {
+  for (ptrdiff_t ox = ox0; ox < ox1; ox++) {
+    const __m512 g0 = _mm512_maskz_loadu_ps(m0, gr + ox * c), g1 = _mm512_maskz_loadu_ps(m1, gr + ox * c + 16);
+    _Pragma("GCC unroll 3") for (int kx = 0; kx < 3; kx++) {
+      const ptrdiff_t ix = ox * sw + kx * dw - pl;
+      if (check && (ix < 0 || ix >= w)) continue;
+      a0[kx] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, xr + ix * c), g0, a0[kx]);
+      a1[kx] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, xr + ix * c + 16), g1, a1[kx]);
+    }
+  }
+}
+
+void aotexec_dwgrad_workgroup(MEMREF(const float, x), MEMREF(const float, g), MEMREF(float, part),
+                              size_t N, size_t H, size_t W, size_t C, size_t OH, size_t OW, size_t geom, size_t rows,
+                              size_t wx, size_t wy) {
+  const ptrdiff_t sh = geom & 255, sw = (geom >> 8) & 255, dh = (geom >> 16) & 255, dw = (geom >> 24) & 255;
+  const ptrdiff_t pt = (geom >> 32) & 255, pl = (geom >> 40) & 255, h = (ptrdiff_t)H, w = (ptrdiff_t)W;
+  const ptrdiff_t c = (ptrdiff_t)C, ow = (ptrdiff_t)OW, groups_x = ((ptrdiff_t)OH + (ptrdiff_t)rows - 1) / (ptrdiff_t)rows;
+  const float *X = x + x_off + wy * H * W * C;
+  const float *G = g + g_off + wy * OH * OW * C;
+  float *P = part + part_off + (wy * groups_x + wx) * 9 * C;
+  (void)N;
+  /* output columns whose three taps all fall inside the input */
+  ptrdiff_t lo = (pl + sw - 1) / sw, hi = (w - 2 * dw + pl + sw - 1) / sw;
+  lo = lo > ow ? ow : lo;
+  hi = hi < lo ? lo : hi > ow ? ow : hi;
+  for (ptrdiff_t i = 0; i < 9 * c; i += 16)
+    _mm512_mask_storeu_ps(P + i, 9 * c - i >= 16 ? 0xffff : (__mmask16)((1u << (9 * c - i)) - 1u), _mm512_setzero_ps());
+  const ptrdiff_t oy0 = wx * rows, oy1 = oy0 + (ptrdiff_t)rows < (ptrdiff_t)OH ? oy0 + (ptrdiff_t)rows : (ptrdiff_t)OH;
+  for (ptrdiff_t oy = oy0; oy < oy1; oy++) {
+    for (ptrdiff_t c0 = 0; c0 < c; c0 += 32) {
+      const __mmask16 m0 = low_mask(c - c0), m1 = high_mask(c - c0);
+      const float *gr = G + oy * ow * c + c0;
+      __m512 a0[9], a1[9];
+      _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++) {
+        a0[t] = _mm512_setzero_ps();
+        a1[t] = _mm512_setzero_ps();
+      }
+      _Pragma("GCC unroll 3") for (int ky = 0; ky < 3; ky++) {
+        const ptrdiff_t iy = oy * sh + ky * dh - pt;
+        if (iy < 0 || iy >= h) continue;
+        const float *xr = X + iy * w * c + c0;
+        dwgrad_row(a0 + 3 * ky, a1 + 3 * ky, xr, gr, 0, lo, c, sw, dw, pl, w, m0, m1, 1);
+        dwgrad_row(a0 + 3 * ky, a1 + 3 * ky, xr, gr, lo, hi, c, sw, dw, pl, w, m0, m1, 0);
+        dwgrad_row(a0 + 3 * ky, a1 + 3 * ky, xr, gr, hi, ow, c, sw, dw, pl, w, m0, m1, 1);
+      }
+      _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++) {
+        float *p = P + t * c + c0;
+        _mm512_mask_storeu_ps(p, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, p), a0[t]));
+        _mm512_mask_storeu_ps(p + 16, m1, _mm512_add_ps(_mm512_maskz_loadu_ps(m1, p + 16), a1[t]));
+      }
+    }
+  }
+}

@@ -31,6 +31,7 @@ EXPORTS = {
                 ("n", "h", "w", "c", "oh", "ow", "o", "geom", "rc", "pc", "ldy", "yoff", "res"), 2),
     "conv_wgrad": ("aotexec_conv_wgrad_workgroup", 2, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc"), 2),
     "maxpool_grad": ("aotexec_maxpool_grad_workgroup", 2, ("n", "h", "w", "c", "oh", "ow", "geom"), 2),
+    "dwgrad": ("aotexec_dwgrad_workgroup", 2, ("n", "h", "w", "c", "oh", "ow", "geom", "rows"), 2),
 }
 MREF = "memref<?xf32>"
 # export -> the names of its output window's (row stride, first element) constants

@@ -8,6 +8,7 @@ from typing import Optional
 
 from ..emitter import Emitter, Value
 from ..kernels import conv as kernel_conv
+from ..kernels import depthwise as kernel_depthwise
 from ..kernels import matmul as kernel_matmul
 from ..symbolic import any_dynamic
 from .conv_forms import (MAX_OFFSETS, conv_nhwc_wide, convolution, im2col_nhwc, one_axis, small_map_im2col, weight_grad,
@@ -434,6 +435,8 @@ def depthwise_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Valu
         if not x_nhwc:
             dx = b.transpose(dx, TO_NCHW)
     if wants(1):
+        dw = kernel_depthwise.weight_grad(b, xl, g, kernel, stride, dilate, pad)
+    if wants(1) and dw is None:
         need = [(k - 1) * d + (gi - 1) * s + 1 for k, d, s, gi in zip(kernel, dilate, stride, (oh, ow))]
         xp = b.pad(xl, 0.0, (0, pad[0], pad[1], 0),
                    (0, max(need[0] - pad[0] - h, 0), max(need[1] - pad[1] - wd, 0), 0))
