@@ -491,3 +491,45 @@ def test_a_depthwise_weight_gradient_is_one_kernel_call():
     # other kernel sizes keep ops.conv's form
     assert depthwise.weight_grad(_emitter(), _v("%x", (2, 8, 8, 32)), _v("%g", (2, 8, 8, 32)), (5, 5), (1, 1),
                                  (1, 1), (2, 2)) is None
+
+
+@pytest.mark.parametrize("shape", [
+    (2, 40, 30, 30),      # 1,800 rows in blocks of 1,638 and 162; 40 = 32 + 8 channels
+    (1, 300, 16, 16),     # 300 = 4 x 64 + 44 channels
+])
+def test_batch_statistics_through_the_kernel_match_numpy(tmp_path_factory, shape):
+    # channels-last after a 1x1 convolution (identity weights); channel means far from zero
+    # against their spread, where summing squares without centering would cancel
+    _available(tmp_path_factory)
+    rng = np.random.default_rng(7)
+    c = shape[1]
+    x = (rng.uniform(-50, 50, (1, c, 1, 1)) + rng.uniform(0.1, 2, (1, c, 1, 1)) * rng.standard_normal(shape))
+    x = x.astype(np.float32)
+    conv = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
+    s = ax.sym.BatchNorm(conv, fix_gamma=False, output_mean_var=True, name="bn")
+    ex = s.simple_bind(ax.cpu(), grad_req="null", data=shape)
+    ex.arg_dict["data"][:] = x
+    ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
+    ex.arg_dict["bn_gamma"][:] = 1.0
+    ex.arg_dict["bn_beta"][:] = 0.0
+    out, mean, inv_std = (o.asnumpy() for o in ex.forward(is_train=True))
+    x64 = x.astype(np.float64)
+    ref_mean, ref_var = x64.mean((0, 2, 3)), x64.var((0, 2, 3))
+    _check("mean", mean, ref_mean)
+    _check("1 / std", inv_std, 1 / np.sqrt(ref_var + 1e-3))
+    # x - mean in float32 loses x's own rounding (~4e-6 at 50) scaled by 1 / std: 1e-4, MXNet's bar
+    ref = (x64 - ref_mean[None, :, None, None]) / np.sqrt(ref_var + 1e-3)[None, :, None, None]
+    assert np.abs(out - ref).max() / np.abs(ref).max() < 1e-4
+
+
+@pytest.mark.lowering
+def test_batch_statistics_are_two_kernel_calls_and_small_maps_stay_with_iree():
+    from aotexec.kernels import stats
+    b = _emitter()
+    mean, var = stats.batch_stats(b, _v("%x", (16, 56, 56, 64)))
+    assert mean.shape == var.shape == (64,)
+    text = "\n".join(line for line in b.lines if line)
+    assert text.count("flow.dispatch @aotexec_kernels::@colstats[") == 1
+    assert text.count("flow.dispatch @aotexec_kernels::@colstats_combine") == 1
+    assert "stablehlo.reduce" not in text
+    assert stats.batch_stats(_emitter(), _v("%x", (2, 8, 8, 64))) is None

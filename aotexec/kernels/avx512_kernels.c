@@ -500,3 +500,84 @@ void aotexec_dwgrad_workgroup(MEMREF(const float, x), MEMREF(const float, g), ME
     }
   }
 }
+
+/* Column statistics of a row-major (R x C) matrix (BatchNorm's batch statistics, channels-last):
+ * one workgroup per block of `rows` rows (wy), writing the block's mean and its sum of squared
+ * deviations from that mean, stats[wy][0][c] and stats[wy][1][c]; the caller combines the blocks
+ * (Chan et al.'s parallel variance). The block (rows x C floats, sized by the caller to stay in
+ * L2) is read twice, from memory once; 64 columns at a time in registers, summed 16 rows at a
+ * time before adding into the block's sums (one float sum over a thousand rows loses ~1e-6). */
+#define COLSTATS_RUN 16
+
+void aotexec_colstats_workgroup(MEMREF(const float, x), MEMREF(float, stats), size_t R, size_t C, size_t rows,
+                                size_t wx, size_t wy) {
+  const ptrdiff_t c = (ptrdiff_t)C, r0 = (ptrdiff_t)(wy * rows);
+  const ptrdiff_t r1 = r0 + (ptrdiff_t)rows < (ptrdiff_t)R ? r0 + (ptrdiff_t)rows : (ptrdiff_t)R;
+  const float *X = x + x_off;
+  float *S = stats + stats_off + wy * 2 * C;
+  const __m512 inv = _mm512_set1_ps(1.0f / (float)(r1 - r0));
+  (void)wx;
+  for (ptrdiff_t c0 = 0; c0 < c; c0 += 64) {
+    __mmask16 m[4];
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+      ptrdiff_t left = c - c0 - 16 * j;
+      m[j] = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+    }
+    __m512 s[4], run[4], mean[4];
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) s[j] = _mm512_setzero_ps();
+    for (ptrdiff_t i0 = r0; i0 < r1; i0 += COLSTATS_RUN) {
+      const ptrdiff_t i1 = i0 + COLSTATS_RUN < r1 ? i0 + COLSTATS_RUN : r1;
+      _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) run[j] = _mm512_setzero_ps();
+      for (ptrdiff_t i = i0; i < i1; i++)
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+          run[j] = _mm512_add_ps(run[j], _mm512_maskz_loadu_ps(m[j], X + i * c + c0 + 16 * j));
+      _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) s[j] = _mm512_add_ps(s[j], run[j]);
+    }
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+      mean[j] = _mm512_mul_ps(s[j], inv);
+      s[j] = _mm512_setzero_ps();       /* now the squared deviations' sums */
+    }
+    for (ptrdiff_t i0 = r0; i0 < r1; i0 += COLSTATS_RUN) {
+      const ptrdiff_t i1 = i0 + COLSTATS_RUN < r1 ? i0 + COLSTATS_RUN : r1;
+      _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) run[j] = _mm512_setzero_ps();
+      for (ptrdiff_t i = i0; i < i1; i++)
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+          const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m[j], X + i * c + c0 + 16 * j), mean[j]);
+          run[j] = _mm512_fmadd_ps(d, d, run[j]);
+        }
+      _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) s[j] = _mm512_add_ps(s[j], run[j]);
+    }
+    /* masked-off lanes are dropped by the stores */
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+      _mm512_mask_storeu_ps(S + c0 + 16 * j, m[j], mean[j]);
+      _mm512_mask_storeu_ps(S + c + c0 + 16 * j, m[j], s[j]);
+    }
+  }
+}
+
+/* The blocks of aotexec_colstats_workgroup combined (one workgroup, double precision): out[0][c] the mean,
+ * out[1][c] the biased variance over all R rows; blocks hold `rows` rows, the last one the rest. */
+void aotexec_colstats_combine_workgroup(MEMREF(const float, stats), MEMREF(float, out), size_t R, size_t C,
+                                        size_t rows, size_t wx, size_t wy) {
+  const ptrdiff_t c = (ptrdiff_t)C, groups = (ptrdiff_t)((R + rows - 1) / rows);
+  const float *S = stats + stats_off;
+  float *O = out + out_off;
+  const double last = (double)(R - rows * (size_t)(groups - 1));
+  (void)wx; (void)wy;
+  for (ptrdiff_t c0 = 0; c0 < c; c0 += 8) {
+    const __mmask8 m = c - c0 >= 8 ? 0xff : (__mmask8)((1u << (c - c0)) - 1u);
+    __m512d s = _mm512_setzero_pd(), q = _mm512_setzero_pd();
+    for (ptrdiff_t b = 0; b < groups; b++) {
+      const __m512d n = _mm512_set1_pd(b == groups - 1 ? last : (double)rows);
+      s = _mm512_fmadd_pd(n, _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, S + b * 2 * c + c0)), s);
+    }
+    const __m512d mean = _mm512_div_pd(s, _mm512_set1_pd((double)R));
+    for (ptrdiff_t b = 0; b < groups; b++) {
+      const __m512d n = _mm512_set1_pd(b == groups - 1 ? last : (double)rows);
+      const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, S + b * 2 * c + c0)), mean);
+      q = _mm512_add_pd(q, _mm512_fmadd_pd(_mm512_mul_pd(n, d), d, _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, S + b * 2 * c + c + c0))));
+    }
+    _mm256_mask_storeu_ps(O + c0, m, _mm512_cvtpd_ps(mean));
+    _mm256_mask_storeu_ps(O + c + c0, m, _mm512_cvtpd_ps(_mm512_div_pd(q, _mm512_set1_pd((double)R))));
+  }
+}

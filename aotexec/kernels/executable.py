@@ -32,6 +32,8 @@ EXPORTS = {
     "conv_wgrad": ("aotexec_conv_wgrad_workgroup", 2, ("n", "hp", "wp", "c", "oh", "ow", "o", "geom", "rc"), 2),
     "maxpool_grad": ("aotexec_maxpool_grad_workgroup", 2, ("n", "h", "w", "c", "oh", "ow", "geom"), 2),
     "dwgrad": ("aotexec_dwgrad_workgroup", 2, ("n", "h", "w", "c", "oh", "ow", "geom", "rows"), 2),
+    "colstats": ("aotexec_colstats_workgroup", 1, ("r", "c", "rows"), 2),
+    "colstats_combine": ("aotexec_colstats_combine_workgroup", 1, ("r", "c", "rows"), 2),
 }
 MREF = "memref<?xf32>"
 # export -> the names of its output window's (row stride, first element) constants

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+from ..kernels import stats as kernel_stats
 from .nhwc import ChannelsLast, LayoutQuery, first_nhwc
 from .registry import define, differentiable, lays_out, lowers, rematerializes
 from .rules import known, merge, prod, same_dtype, same_shape
@@ -56,6 +57,10 @@ BatchNorm = _define_batch_norm("BatchNorm", BatchNormParam)
 def batch_norm_stats(b, x, axis: int):
     """Batch mean and biased variance over all axes but ``axis`` (also what the moving
     averages are updated with)."""
+    if axis == x.ndim - 1:
+        stats = kernel_stats.batch_stats(b, x)
+        if stats is not None:
+            return stats
     others = [i for i in range(x.ndim) if i != axis]
     n = prod(x.shape[i] for i in others)
     mean = b.div(b.reduce(x, others), n)
