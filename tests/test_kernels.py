@@ -533,3 +533,35 @@ def test_batch_statistics_are_two_kernel_calls_and_small_maps_stay_with_iree():
     assert text.count("flow.dispatch @aotexec_kernels::@colstats_combine") == 1
     assert "stablehlo.reduce" not in text
     assert stats.batch_stats(_emitter(), _v("%x", (2, 8, 8, 64))) is None
+
+
+@pytest.mark.parametrize("shape", [(2, 40, 30, 30), (1, 300, 16, 16)])
+def test_batchnorm_gradient_sums_through_the_kernel_match_numpy(tmp_path_factory, shape):
+    # d gamma, d beta (the kernel's two sums) and d data of a channels-last BatchNorm in training
+    _available(tmp_path_factory)
+    rng = np.random.default_rng(8)
+    c = shape[1]
+    x = (rng.uniform(-5, 5, (1, c, 1, 1)) + rng.uniform(0.5, 2, (1, c, 1, 1)) * rng.standard_normal(shape))
+    x = x.astype(np.float32)
+    gamma = rng.uniform(0.5, 1.5, c).astype(np.float32)
+    conv = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
+    s = ax.sym.BatchNorm(conv, fix_gamma=False, name="bn")
+    ex = s.simple_bind(ax.cpu(), grad_req={"data": "write", "c_weight": "null", "bn_gamma": "write",
+                                           "bn_beta": "write"}, data=shape)
+    ex.arg_dict["data"][:] = x
+    ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
+    ex.arg_dict["bn_gamma"][:] = gamma
+    ex.arg_dict["bn_beta"][:] = 0.0
+    ex.forward(is_train=True)
+    g = rng.standard_normal(shape).astype(np.float32)
+    ex.backward(ax.nd.array(g))
+    x64, g64, axes = x.astype(np.float64), g.astype(np.float64), (0, 2, 3)
+    inv = 1 / np.sqrt(x64.var(axes) + 1e-3)
+    xhat = (x64 - x64.mean(axes)[None, :, None, None]) * inv[None, :, None, None]
+    dbeta, dgamma = g64.sum(axes), (g64 * xhat).sum(axes)
+    n = x.size // c
+    dx = (gamma * inv / n)[None, :, None, None] * (n * g64 - dbeta[None, :, None, None]
+                                                  - xhat * dgamma[None, :, None, None])
+    _check("grad beta", ex.grad_dict["bn_beta"].asnumpy(), dbeta)
+    _check("grad gamma", ex.grad_dict["bn_gamma"].asnumpy(), dgamma)
+    _check("grad data", ex.grad_dict["data"].asnumpy(), dx)

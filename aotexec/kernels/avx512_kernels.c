@@ -581,3 +581,53 @@ void aotexec_colstats_combine_workgroup(MEMREF(const float, stats), MEMREF(float
     _mm256_mask_storeu_ps(O + c + c0, m, _mm512_cvtpd_ps(_mm512_div_pd(q, _mm512_set1_pd((double)R))));
   }
 }
+
+/* BatchNorm's gradient sums over a row-major (R x C) block of rows (wy): part[wy][0][c] = sum g,
+ * part[wy][1][c] = sum g * (x - mean[c]), summed 16 rows at a time (as colstats). */
+void aotexec_bngrad_sums_workgroup(MEMREF(const float, g), MEMREF(const float, x), MEMREF(const float, mean),
+                                   MEMREF(float, part), size_t R, size_t C, size_t rows, size_t wx, size_t wy) {
+  const ptrdiff_t c = (ptrdiff_t)C, r0 = (ptrdiff_t)(wy * rows);
+  const ptrdiff_t r1 = r0 + (ptrdiff_t)rows < (ptrdiff_t)R ? r0 + (ptrdiff_t)rows : (ptrdiff_t)R;
+  const float *G = g + g_off, *X = x + x_off, *M = mean + mean_off;
+  float *P = part + part_off + wy * 2 * C;
+  (void)wx;
+  for (ptrdiff_t c0 = 0; c0 < c; c0 += 32) {
+    const __mmask16 m0 = low_mask((size_t)(c - c0)), m1 = high_mask((size_t)(c - c0));
+    const __m512 mu0 = _mm512_maskz_loadu_ps(m0, M + c0), mu1 = _mm512_maskz_loadu_ps(m1, M + c0 + 16);
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps(), q0 = _mm512_setzero_ps(), q1 = _mm512_setzero_ps();
+    for (ptrdiff_t i0 = r0; i0 < r1; i0 += COLSTATS_RUN) {
+      const ptrdiff_t i1 = i0 + COLSTATS_RUN < r1 ? i0 + COLSTATS_RUN : r1;
+      __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+      for (ptrdiff_t i = i0; i < i1; i++) {
+        const __m512 g0 = _mm512_maskz_loadu_ps(m0, G + i * c + c0), g1 = _mm512_maskz_loadu_ps(m1, G + i * c + c0 + 16);
+        const __m512 x0 = _mm512_maskz_loadu_ps(m0, X + i * c + c0), x1 = _mm512_maskz_loadu_ps(m1, X + i * c + c0 + 16);
+        a0 = _mm512_add_ps(a0, g0);
+        a1 = _mm512_add_ps(a1, g1);
+        b0 = _mm512_fmadd_ps(g0, _mm512_sub_ps(x0, mu0), b0);
+        b1 = _mm512_fmadd_ps(g1, _mm512_sub_ps(x1, mu1), b1);
+      }
+      s0 = _mm512_add_ps(s0, a0);
+      s1 = _mm512_add_ps(s1, a1);
+      q0 = _mm512_add_ps(q0, b0);
+      q1 = _mm512_add_ps(q1, b1);
+    }
+    _mm512_mask_storeu_ps(P + c0, m0, s0);
+    _mm512_mask_storeu_ps(P + c0 + 16, m1, s1);
+    _mm512_mask_storeu_ps(P + c + c0, m0, q0);
+    _mm512_mask_storeu_ps(P + c + c0 + 16, m1, q1);
+  }
+}
+
+/* The (G x K) parts summed over G (one workgroup, double precision): out[k]. */
+void aotexec_sum_parts_workgroup(MEMREF(const float, part), MEMREF(float, out), size_t G, size_t K, size_t wx,
+                                 size_t wy) {
+  const float *P = part + part_off;
+  float *O = out + out_off;
+  (void)wx; (void)wy;
+  for (size_t k0 = 0; k0 < K; k0 += 8) {
+    const __mmask8 m = K - k0 >= 8 ? 0xff : (__mmask8)((1u << (K - k0)) - 1u);
+    __m512d s = _mm512_setzero_pd();
+    for (size_t b = 0; b < G; b++) s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, P + b * K + k0)));
+    _mm256_mask_storeu_ps(O + k0, m, _mm512_cvtpd_ps(s));
+  }
+}

@@ -34,6 +34,8 @@ EXPORTS = {
     "dwgrad": ("aotexec_dwgrad_workgroup", 2, ("n", "h", "w", "c", "oh", "ow", "geom", "rows"), 2),
     "colstats": ("aotexec_colstats_workgroup", 1, ("r", "c", "rows"), 2),
     "colstats_combine": ("aotexec_colstats_combine_workgroup", 1, ("r", "c", "rows"), 2),
+    "bngrad_sums": ("aotexec_bngrad_sums_workgroup", 3, ("r", "c", "rows"), 2),
+    "sum_parts": ("aotexec_sum_parts_workgroup", 1, ("g", "k"), 2),
 }
 MREF = "memref<?xf32>"
 # export -> the names of its output window's (row stride, first element) constants

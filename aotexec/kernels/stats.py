@@ -29,17 +29,40 @@ MIN_BLOCK_ROWS = 16
 MIN_FLOATS = 1 << 16
 
 
-def batch_stats(b: "Emitter", x: Value) -> tuple[Value, Value] | None:
-    """(mean, biased variance) over all axes but the last of ``x`` (rows x channels, row-major);
-    None where the kernel does not take it (no kernels, not f32, dynamic or small)."""
-    if b.kernels is None or x.dtype != np.float32 or any_dynamic(x.shape) or x.ndim < 2:
+def _blocks(b: "Emitter", *xs: Value) -> tuple[int, int, int] | None:
+    """(rows, channels, rows per block) of same-shaped ``xs`` the kernels take, else None."""
+    x = xs[0]
+    if b.kernels is None or x.ndim < 2 or any(v.dtype != np.float32 or any_dynamic(v.shape) for v in xs):
         return None
     c = int(x.shape[-1])
     r = int(np.prod(x.shape[:-1]))
     if r * c < MIN_FLOATS:
         return None
-    rows = min(r, max(MIN_BLOCK_ROWS, BLOCK_FLOATS // c))
+    return r, c, min(r, max(MIN_BLOCK_ROWS, BLOCK_FLOATS // c))
+
+
+def batch_stats(b: "Emitter", x: Value) -> tuple[Value, Value] | None:
+    """(mean, biased variance) over all axes but the last of ``x`` (rows x channels, row-major);
+    None where the kernel does not take it (no kernels, not f32, dynamic or small)."""
+    shape = _blocks(b, x)
+    if shape is None:
+        return None
+    r, c, rows = shape
     groups = -(-r // rows)
     stats = executable.dispatch(b, "colstats", (1, groups, 1), [x], [r, c, rows], (groups, 2, c))
     both = executable.dispatch(b, "colstats_combine", (1, 1, 1), [stats], [r, c, rows], (2, c))
+    return (b.reshape(b.slice(both, (0, 0), (1, c)), (c,)), b.reshape(b.slice(both, (1, 0), (2, c)), (c,)))
+
+
+def grad_sums(b: "Emitter", g: Value, x: Value, mean: Value) -> tuple[Value, Value] | None:
+    """BatchNorm's (sum g, sum g * (x - mean)) over all axes but the last of same-shaped ``g``
+    and ``x``, in one pass over both (IREE 3.13 stored g * xhat beside g and xhat for two
+    reductions of their own); None where the kernels do not take it."""
+    shape = _blocks(b, g, x)
+    if shape is None:
+        return None
+    r, c, rows = shape
+    groups = -(-r // rows)
+    parts = executable.dispatch(b, "bngrad_sums", (1, groups, 1), [g, x, mean], [r, c, rows], (groups, 2 * c))
+    both = executable.dispatch(b, "sum_parts", (1, 1, 1), [parts], [groups, 2 * c], (2, c))
     return (b.reshape(b.slice(both, (0, 0), (1, c)), (c,)), b.reshape(b.slice(both, (1, 0), (2, c)), (c,)))

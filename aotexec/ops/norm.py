@@ -110,8 +110,12 @@ def _batch_norm_grad(ctx, p: BatchNormParam, g, x, gamma, moving_mean, moving_va
     bc = lambda v: b.broadcast_in_dim(v, x.shape, [axis])  # noqa: E731
     xc = b.sub(x, bc(mean))
     xhat = b.mul(xc, bc(inv_std))
-    dbeta = b.reduce(g, others, "add")
-    dgamma_raw = b.reduce(b.mul(g, xhat), others, "add")
+    sums = kernel_stats.grad_sums(b, g, x, mean) if axis == x.ndim - 1 else None
+    if sums is not None:
+        dbeta, dgamma_raw = sums[0], b.mul(sums[1], inv_std)
+    else:
+        dbeta = b.reduce(g, others, "add")
+        dgamma_raw = b.reduce(b.mul(g, xhat), others, "add")
     scale = inv_std if p.fix_gamma else b.mul(inv_std, gamma)
     if p.use_global_stats:
         dx = b.mul(g, bc(scale))
