@@ -493,6 +493,22 @@ def test_a_depthwise_weight_gradient_is_one_kernel_call():
                                  (1, 1), (2, 2)) is None
 
 
+def _batchnorm_after_identity_conv(rng, shape, offset: float, gamma, grad_req, **bn):
+    """A channels-last BatchNorm (training) after a 1x1 convolution with identity weights, bound
+    to data whose channel means lie in [-offset, offset] with spreads of 0.1-2; (executor, data)."""
+    c = shape[1]
+    x = (rng.uniform(-offset, offset, (1, c, 1, 1)) + rng.uniform(0.1, 2, (1, c, 1, 1)) * rng.standard_normal(shape))
+    x = x.astype(np.float32)
+    conv = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
+    s = ax.sym.BatchNorm(conv, fix_gamma=False, name="bn", **bn)
+    ex = s.simple_bind(ax.cpu(), grad_req=grad_req, data=shape)
+    ex.arg_dict["data"][:] = x
+    ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
+    ex.arg_dict["bn_gamma"][:] = gamma
+    ex.arg_dict["bn_beta"][:] = 0.0
+    return ex, x
+
+
 @pytest.mark.parametrize("shape", [
     (2, 40, 30, 30),      # 1,800 rows in blocks of 1,638 and 162; 40 = 32 + 8 channels
     (1, 300, 16, 16),     # 300 = 4 x 64 + 44 channels
@@ -502,16 +518,8 @@ def test_batch_statistics_through_the_kernel_match_numpy(tmp_path_factory, shape
     # against their spread, where summing squares without centering would cancel
     _available(tmp_path_factory)
     rng = np.random.default_rng(7)
-    c = shape[1]
-    x = (rng.uniform(-50, 50, (1, c, 1, 1)) + rng.uniform(0.1, 2, (1, c, 1, 1)) * rng.standard_normal(shape))
-    x = x.astype(np.float32)
-    conv = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
-    s = ax.sym.BatchNorm(conv, fix_gamma=False, output_mean_var=True, name="bn")
-    ex = s.simple_bind(ax.cpu(), grad_req="null", data=shape)
-    ex.arg_dict["data"][:] = x
-    ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
-    ex.arg_dict["bn_gamma"][:] = 1.0
-    ex.arg_dict["bn_beta"][:] = 0.0
+    ex, x = _batchnorm_after_identity_conv(rng, shape, 50, np.ones(shape[1], np.float32), "null",
+                                           output_mean_var=True)
     out, mean, inv_std = (o.asnumpy() for o in ex.forward(is_train=True))
     x64 = x.astype(np.float64)
     ref_mean, ref_var = x64.mean((0, 2, 3)), x64.var((0, 2, 3))
@@ -541,17 +549,9 @@ def test_batchnorm_gradient_sums_through_the_kernel_match_numpy(tmp_path_factory
     _available(tmp_path_factory)
     rng = np.random.default_rng(8)
     c = shape[1]
-    x = (rng.uniform(-5, 5, (1, c, 1, 1)) + rng.uniform(0.5, 2, (1, c, 1, 1)) * rng.standard_normal(shape))
-    x = x.astype(np.float32)
     gamma = rng.uniform(0.5, 1.5, c).astype(np.float32)
-    conv = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
-    s = ax.sym.BatchNorm(conv, fix_gamma=False, name="bn")
-    ex = s.simple_bind(ax.cpu(), grad_req={"data": "write", "c_weight": "null", "bn_gamma": "write",
-                                           "bn_beta": "write"}, data=shape)
-    ex.arg_dict["data"][:] = x
-    ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
-    ex.arg_dict["bn_gamma"][:] = gamma
-    ex.arg_dict["bn_beta"][:] = 0.0
+    ex, x = _batchnorm_after_identity_conv(rng, shape, 5, gamma, {"data": "write", "c_weight": "null",
+                                                                  "bn_gamma": "write", "bn_beta": "write"})
     ex.forward(is_train=True)
     g = rng.standard_normal(shape).astype(np.float32)
     ex.backward(ax.nd.array(g))
