@@ -29,8 +29,8 @@ MIN_BLOCK_ROWS = 16
 MIN_FLOATS = 1 << 16
 
 
-def _blocks(b: "Emitter", *xs: Value) -> tuple[int, int, int] | None:
-    """(rows, channels, rows per block) of same-shaped ``xs`` the kernels take, else None."""
+def _blocks(b: "Emitter", *xs: Value) -> tuple[int, int, int, int] | None:
+    """(rows, channels, rows per block, blocks) of same-shaped ``xs`` the kernels take, else None."""
     x = xs[0]
     if b.kernels is None or x.ndim < 2 or any(v.dtype != np.float32 or any_dynamic(v.shape) for v in xs):
         return None
@@ -38,7 +38,14 @@ def _blocks(b: "Emitter", *xs: Value) -> tuple[int, int, int] | None:
     r = int(np.prod(x.shape[:-1]))
     if r * c < MIN_FLOATS:
         return None
-    return r, c, min(r, max(MIN_BLOCK_ROWS, BLOCK_FLOATS // c))
+    rows = min(r, max(MIN_BLOCK_ROWS, BLOCK_FLOATS // c))
+    return r, c, rows, -(-r // rows)
+
+
+def _two_rows(b: "Emitter", both: Value) -> tuple[Value, Value]:
+    """The two rows of a (2, C) kernel result."""
+    c = int(both.shape[1])
+    return b.reshape(b.slice(both, (0, 0), (1, c)), (c,)), b.reshape(b.slice(both, (1, 0), (2, c)), (c,))
 
 
 def batch_stats(b: "Emitter", x: Value) -> tuple[Value, Value] | None:
@@ -47,11 +54,9 @@ def batch_stats(b: "Emitter", x: Value) -> tuple[Value, Value] | None:
     shape = _blocks(b, x)
     if shape is None:
         return None
-    r, c, rows = shape
-    groups = -(-r // rows)
+    r, c, rows, groups = shape
     stats = executable.dispatch(b, "colstats", (1, groups, 1), [x], [r, c, rows], (groups, 2, c))
-    both = executable.dispatch(b, "colstats_combine", (1, 1, 1), [stats], [r, c, rows], (2, c))
-    return (b.reshape(b.slice(both, (0, 0), (1, c)), (c,)), b.reshape(b.slice(both, (1, 0), (2, c)), (c,)))
+    return _two_rows(b, executable.dispatch(b, "colstats_combine", (1, 1, 1), [stats], [r, c, rows], (2, c)))
 
 
 def grad_sums(b: "Emitter", g: Value, x: Value, mean: Value) -> tuple[Value, Value] | None:
@@ -61,8 +66,6 @@ def grad_sums(b: "Emitter", g: Value, x: Value, mean: Value) -> tuple[Value, Val
     shape = _blocks(b, g, x)
     if shape is None:
         return None
-    r, c, rows = shape
-    groups = -(-r // rows)
+    r, c, rows, groups = shape
     parts = executable.dispatch(b, "bngrad_sums", (1, groups, 1), [g, x, mean], [r, c, rows], (groups, 2 * c))
-    both = executable.dispatch(b, "sum_parts", (1, 1, 1), [parts], [groups, 2 * c], (2, c))
-    return (b.reshape(b.slice(both, (0, 0), (1, c)), (c,)), b.reshape(b.slice(both, (1, 0), (2, c)), (c,)))
+    return _two_rows(b, executable.dispatch(b, "sum_parts", (1, 1, 1), [parts], [groups, 2 * c], (2, c)))
