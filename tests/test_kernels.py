@@ -493,19 +493,22 @@ def test_a_depthwise_weight_gradient_is_one_kernel_call():
                                  (1, 1), (2, 2)) is None
 
 
-def _batchnorm_after_identity_conv(rng, shape, offset: float, gamma, grad_req, **bn):
-    """A channels-last BatchNorm (training) after a 1x1 convolution with identity weights, bound
-    to data whose channel means lie in [-offset, offset] with spreads of 0.1-2; (executor, data)."""
+def _batchnorm_after_identity_conv(rng, shape, offset: float, gamma, grad_req, relu: bool = False, beta=0.0, **bn):
+    """A channels-last BatchNorm (training) after a 1x1 convolution with identity weights, and a
+    ReLU after it with ``relu``, bound to data whose channel means lie in [-offset, offset] with
+    spreads of 0.1-2; (executor, data)."""
     c = shape[1]
     x = (rng.uniform(-offset, offset, (1, c, 1, 1)) + rng.uniform(0.1, 2, (1, c, 1, 1)) * rng.standard_normal(shape))
     x = x.astype(np.float32)
     conv = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
     s = ax.sym.BatchNorm(conv, fix_gamma=False, name="bn", **bn)
+    if relu:
+        s = ax.sym.Activation(s, act_type="relu", name="relu")
     ex = s.simple_bind(ax.cpu(), grad_req=grad_req, data=shape)
     ex.arg_dict["data"][:] = x
     ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
     ex.arg_dict["bn_gamma"][:] = gamma
-    ex.arg_dict["bn_beta"][:] = 0.0
+    ex.arg_dict["bn_beta"][:] = beta
     return ex, x
 
 
@@ -543,21 +546,30 @@ def test_batch_statistics_are_two_kernel_calls_and_small_maps_stay_with_iree():
     assert stats.batch_stats(_emitter(), _v("%x", (2, 8, 8, 64))) is None
 
 
-@pytest.mark.parametrize("shape", [(2, 40, 30, 30), (1, 300, 16, 16)])
-def test_batchnorm_gradient_sums_through_the_kernel_match_numpy(tmp_path_factory, shape):
-    # d gamma, d beta (the kernel's two sums) and d data of a channels-last BatchNorm in training
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("shape", [(2, 40, 30, 30), (1, 300, 16, 16), (2, 12, 6, 6)])   # the last: IREE's sums
+def test_batchnorm_gradient_sums_through_the_kernel_match_numpy(tmp_path_factory, shape, relu):
+    # d gamma, d beta (the kernel's two sums) and d data of a channels-last BatchNorm in training;
+    # with a ReLU after it, the fused gradient (passes.fuse_gradients) masks the head gradient
+    # in the kernel and again in the d data pass
     _available(tmp_path_factory)
     rng = np.random.default_rng(8)
     c = shape[1]
     gamma = rng.uniform(0.5, 1.5, c).astype(np.float32)
+    beta = rng.uniform(-0.5, 0.5, c).astype(np.float32)
     ex, x = _batchnorm_after_identity_conv(rng, shape, 5, gamma, {"data": "write", "c_weight": "null",
-                                                                  "bn_gamma": "write", "bn_beta": "write"})
+                                                                  "bn_gamma": "write", "bn_beta": "write"},
+                                           relu=relu, beta=beta)
     ex.forward(is_train=True)
-    g = rng.standard_normal(shape).astype(np.float32)
-    ex.backward(ax.nd.array(g))
-    x64, g64, axes = x.astype(np.float64), g.astype(np.float64), (0, 2, 3)
+    dz = rng.standard_normal(shape).astype(np.float32)
+    ex.backward(ax.nd.array(dz))
+    x64, axes = x.astype(np.float64), (0, 2, 3)
     inv = 1 / np.sqrt(x64.var(axes) + 1e-3)
     xhat = (x64 - x64.mean(axes)[None, :, None, None]) * inv[None, :, None, None]
+    y = xhat * gamma[None, :, None, None] + beta[None, :, None, None]
+    g64 = np.where(y > 0, dz, 0.0) if relu else dz.astype(np.float64)
+    if relu:
+        assert 0.2 < (y > 0).mean() < 0.8        # the mask matters
     dbeta, dgamma = g64.sum(axes), (g64 * xhat).sum(axes)
     n = x.size // c
     dx = (gamma * inv / n)[None, :, None, None] * (n * g64 - dbeta[None, :, None, None]

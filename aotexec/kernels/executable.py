@@ -35,6 +35,7 @@ EXPORTS = {
     "colstats": ("aotexec_colstats_workgroup", 1, ("r", "c", "rows"), 2),
     "colstats_combine": ("aotexec_colstats_combine_workgroup", 1, ("r", "c", "rows"), 2),
     "bngrad_sums": ("aotexec_bngrad_sums_workgroup", 3, ("r", "c", "rows"), 2),
+    "bnrelu_grad_sums": ("aotexec_bnrelu_grad_sums_workgroup", 3, ("r", "c", "rows"), 2),
     "sum_parts": ("aotexec_sum_parts_workgroup", 1, ("g", "k"), 2),
 }
 MREF = "memref<?xf32>"

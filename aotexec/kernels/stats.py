@@ -59,13 +59,21 @@ def batch_stats(b: "Emitter", x: Value) -> tuple[Value, Value] | None:
     return _two_rows(b, executable.dispatch(b, "colstats_combine", (1, 1, 1), [stats], [r, c, rows], (2, c)))
 
 
-def grad_sums(b: "Emitter", g: Value, x: Value, mean: Value) -> tuple[Value, Value] | None:
+def grad_sums(b: "Emitter", g: Value, x: Value, mean: Value,
+              relu: tuple[Value, Value] | None = None) -> tuple[Value, Value] | None:
     """BatchNorm's (sum g, sum g * (x - mean)) over all axes but the last of same-shaped ``g``
     and ``x``, in one pass over both (IREE 3.13 stored g * xhat beside g and xhat for two
-    reductions of their own); None where the kernels do not take it."""
+    reductions of their own); None where the kernels do not take it. ``relu``: (scale, shift),
+    ``g`` is the output gradient of the ReLU after the layer, which the kernel masks where
+    (x - mean) * scale + shift is not positive (``ops.norm``'s BatchNorm-ReLU gradient)."""
     shape = _blocks(b, g, x)
     if shape is None:
         return None
     r, c, rows, groups = shape
-    parts = executable.dispatch(b, "bngrad_sums", (1, groups, 1), [g, x, mean], [r, c, rows], (groups, 2 * c))
+    if relu is None:
+        parts = executable.dispatch(b, "bngrad_sums", (1, groups, 1), [g, x, mean], [r, c, rows], (groups, 2 * c))
+    else:
+        affine = b.concatenate([b.reshape(v, (1, c)) for v in (mean, *relu)], 0)
+        parts = executable.dispatch(b, "bnrelu_grad_sums", (1, groups, 1), [g, x, affine], [r, c, rows],
+                                    (groups, 2 * c))
     return _two_rows(b, executable.dispatch(b, "sum_parts", (1, 1, 1), [parts], [groups, 2 * c], (2, c)))

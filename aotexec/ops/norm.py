@@ -10,7 +10,8 @@ from typing import Literal, Optional
 
 from ..kernels import stats as kernel_stats
 from .nhwc import ChannelsLast, LayoutQuery, first_nhwc
-from .registry import define, differentiable, lays_out, lowers, rematerializes
+from .activation import Activation
+from .registry import define, differentiable, fused_gradient, lays_out, lowers, rematerializes
 from .rules import known, merge, prod, same_dtype, same_shape
 
 
@@ -104,13 +105,35 @@ def _batch_norm_grad(ctx, p: BatchNormParam, g, x, gamma, moving_mean, moving_va
     """out1/out2 hold the statistics forward normalized with (batch ones in training, the moving
     ones with use_global_stats) as mean and 1/sqrt(var + eps)."""
     b = ctx.b
+    sums = kernel_stats.grad_sums(b, g, x, mean) if p.axis % x.ndim == x.ndim - 1 else None
+    return _batch_norm_grad_from(ctx, p, g, x, gamma, moving_mean, moving_var, mean, inv_std, sums)
+
+
+@fused_gradient(BatchNorm, Activation, lambda q: q.act_type == "relu",
+                ("ograd0", "in0", "in1", "in2", "in3", "in4", "out1", "out2"), "_backward_BatchNorm_relu",
+                inplace=True)
+def _batch_norm_relu_grad(ctx, p: BatchNormParam, dz, x, gamma, beta, moving_mean, moving_var, mean, inv_std):
+    """BatchNorm's gradient from the gradient ``dz`` of the ReLU after it: the ReLU's mask is
+    recomputed from x wherever it is needed, so its gradient g is never stored (IREE 3.13 stores
+    a value two dispatches read: the kernel's sums and the dx pass, 8 -> 5 passes over the map)."""
+    b = ctx.b
+    scale = inv_std if p.fix_gamma else b.mul(inv_std, gamma)
+    sums = kernel_stats.grad_sums(b, dz, x, mean, (scale, beta)) if p.axis % x.ndim == x.ndim - 1 else None
+    y = _batch_norm_normalize(b, p, x, gamma, beta, mean, inv_std)    # forward's operations: the same mask
+    g = b.select(b.compare(y, 0.0, "GT"), dz, b.full_like(dz, 0.0))
+    return _batch_norm_grad_from(ctx, p, g, x, gamma, moving_mean, moving_var, mean, inv_std, sums)
+
+
+def _batch_norm_grad_from(ctx, p: BatchNormParam, g, x, gamma, moving_mean, moving_var, mean, inv_std, sums):
+    """[dx, dgamma, dbeta, new moving mean, new moving var] from the output gradient ``g``;
+    ``sums``: (sum g, sum g * (x - mean)) when a kernel computed them."""
+    b = ctx.b
     axis = p.axis % x.ndim
     others = [i for i in range(x.ndim) if i != axis]
     n = prod(x.shape[i] for i in others)
     bc = lambda v: b.broadcast_in_dim(v, x.shape, [axis])  # noqa: E731
     xc = b.sub(x, bc(mean))
     xhat = b.mul(xc, bc(inv_std))
-    sums = kernel_stats.grad_sums(b, g, x, mean) if axis == x.ndim - 1 else None
     if sums is not None:
         dbeta, dgamma_raw = sums[0], b.mul(sums[1], inv_std)
     else:
@@ -136,7 +159,6 @@ def _batch_norm_grad(ctx, p: BatchNormParam, g, x, gamma, moving_mean, moving_va
     return [dx, dgamma, dbeta, new_mean, new_var]
 
 
-
 # --- BatchNorm channels-last (passes.layout): an NHWC value's channel axis is 3
 def _axis3(q: LayoutQuery) -> ChannelsLast:
     return ChannelsLast("axis3", first_nhwc(q.num_outputs), params=dataclasses.replace(q.params, axis=3))
@@ -148,6 +170,7 @@ def _batch_norm_layout(q: LayoutQuery) -> ChannelsLast | None:
 
 
 @lays_out(BatchNorm.backward)
+@lays_out(BatchNorm.fused_gradients[0][2])
 def _batch_norm_grad_layout(q: LayoutQuery) -> ChannelsLast | None:
     return _axis3(q) if q.params.axis % 4 == 1 and q.nhwc[0] and q.nhwc[1] else None
 

@@ -68,6 +68,9 @@ class OpDef:
     remat_keeps: Callable[[Any], tuple[int, ...]] | None = None
     remat_lower: Callable | None = None
     backward: "OpDef | None" = None        # the generated _backward_<op> (``differentiable``)
+    # (op after, when(its params), backward op): gradients taken through the op applied to this
+    # op's output 0 in one node (``fused_gradient``)
+    fused_gradients: tuple = ()
     # computes differently in training (batch stats, random draws); or a rule of the params
     train_mode: bool | Callable[[Any], bool] = False
     # train_mode ops: the params under which training mode computes what inference mode does
@@ -198,6 +201,21 @@ def differentiable(op: OpDef, reads: Sequence[str] | Callable[[Any], list[str]],
                     inputs=lambda p: op.grad_reads(p),  # names are the read tokens
                     outputs=lambda p, op=op: backward_output_names(op, p), **backward)
         OPS[f"_backward_{op.name}"] = op.backward = bwd
+        return fn
+    return deco
+
+
+def fused_gradient(op: OpDef, after: OpDef, when: Callable[[Any], bool], reads: Sequence[str], name: str,
+                   **backward: Any):
+    """Declare a gradient rule of ``op`` that also takes the gradient of ``after`` applied to its
+    output 0 (when ``when(after's params)``): ``passes.fuse_gradients`` replaces the two backward
+    nodes by one of it where nothing else reads ``after``'s input gradient. ``reads`` are tokens
+    of ``op``'s node as in ``differentiable``, except that ``ograd0`` is ``after``'s output
+    gradient; the rule returns what ``op``'s own gradient rule returns."""
+    def deco(fn: Callable) -> Callable:
+        bwd = OpDef(name=name, params=op.params, forward_op=op, lower=fn, inputs=_const(list(reads)),
+                    outputs=lambda p, op=op: backward_output_names(op, p), **backward)
+        op.fused_gradients = op.fused_gradients + ((after, when, bwd),)
         return fn
     return deco
 

@@ -102,13 +102,14 @@ def entry_points(symbol, typing: Typing, modes: Sequence[str], reqs: dict[str, s
                 add(f"{mode}_{k}", typing, ins, outs, values(typing, ins), values(typing, outs),
                     mode == "steps_train")
     if any(m in TRAIN_MODES for m in modes):
-        _training_entry_points(symbol, typing, modes, reqs or {}, mirror, variables, channels_last, planned, add)
+        _training_entry_points(symbol, typing, modes, reqs or {}, mirror, variables, channels_last, planned, add,
+                               fuse=monitor is None)
     return module_text(funcs, kernels), spec
 
 
 def _training_entry_points(symbol, typing: Typing, modes, reqs, mirror, variables, channels_last: bool,
-                           planned: bool, add) -> None:
-    plan = training_plan(symbol, typing, reqs, mirror)
+                           planned: bool, add, fuse: bool) -> None:
+    plan = training_plan(symbol, typing, reqs, mirror, fuse)
     t = plan.typing
     full = t.graph
     lay = layout.assign(full, t.shape_of) if channels_last else None

@@ -26,11 +26,13 @@ class TrainingPlan:
     add: list[str]                   # arguments with grad_req 'add'
 
 
-def training_plan(symbol, typing: Typing, reqs: dict[str, str], mirror: bool | str = "none") -> TrainingPlan:
-    """The full graph (mirrored by the ``mirror`` policy, see ``passes.mirror``) and the
-    forward values backward reads: what forward_train returns and backward takes."""
+def training_plan(symbol, typing: Typing, reqs: dict[str, str], mirror: bool | str = "none",
+                  fuse: bool = True) -> TrainingPlan:
+    """The full graph (mirrored by the ``mirror`` policy, see ``passes.mirror``; gradients fused
+    unless ``fuse`` is off, ``passes.fuse_gradients``) and the forward values backward reads:
+    what forward_train returns and backward takes."""
     wrt = [n for n in symbol.list_arguments() if reqs.get(n, "null") != "null"]
-    gg, full_typing = training_graph(symbol._outputs, typing, wrt, mirror_policy(mirror))
+    gg, full_typing = training_graph(symbol._outputs, typing, wrt, mirror_policy(mirror), fuse)
     heads = sorted(gg.head_grad_vars)
     add = [n for n in wrt if reqs[n] == "add"]
     return TrainingPlan(gg, full_typing, residuals(gg, full_typing.graph), heads, wrt, add)
