@@ -577,3 +577,55 @@ def test_batchnorm_gradient_sums_through_the_kernel_match_numpy(tmp_path_factory
     _check("grad beta", ex.grad_dict["bn_beta"].asnumpy(), dbeta)
     _check("grad gamma", ex.grad_dict["bn_gamma"].asnumpy(), dgamma)
     _check("grad data", ex.grad_dict["data"].asnumpy(), dx)
+
+
+@pytest.mark.parametrize("shape", [
+    (2, 128, 30, 30),     # F(4x4): 128 tiles; the weight gradient's g tiles too
+    (2, 128, 11, 9),      # F(2x2); the last tiles reach past the map
+])
+def test_winograd_tiles_through_the_kernel_match_numpy(tmp_path_factory, monkeypatch, shape):
+    # a Winograd 3x3 layer (ops.winograd) in training, forward, d data (Winograd on the flipped
+    # weight) and d weight, with every stack of tiles through the kernel
+    from aotexec.kernels import winograd
+    _available(tmp_path_factory)
+    monkeypatch.setattr(winograd, "MIN_FLOATS", 0)
+    calls = []
+    tiles = winograd.tiles
+    monkeypatch.setattr(winograd, "tiles", lambda *a: calls.append(tiles(*a)) or calls[-1])
+    rng = np.random.default_rng(9)
+    c = shape[1]
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = (rng.standard_normal((c, c, 3, 3)) * 0.05).astype(np.float32)
+    s = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
+    s = ax.sym.Convolution(s, num_filter=c, kernel=(3, 3), pad=(1, 1), no_bias=True, name="w3")
+    s = ax.sym.Pooling(s, kernel=(1, 1), pool_type="avg", name="pool")
+    ex = s.simple_bind(ax.cpu(), grad_req={"data": "write", "c_weight": "null", "w3_weight": "write"}, data=shape)
+    ex.arg_dict["data"][:] = x
+    ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
+    ex.arg_dict["w3_weight"][:] = w
+    y = ex.forward(is_train=True)[0]
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    ex.backward(ax.nd.array(g))
+    g64 = g.astype(np.float64)
+    wins = _windows(x, (3, 3), (1, 1), (1, 1), (1, 1))
+    dw = np.zeros((c, c, 3, 3))
+    for (i, j), v in wins.items():
+        dw[:, :, i, j] = np.einsum("nchw,nfhw->fc", v, g64)
+    dx = _conv_nchw(g64, np.flip(w.astype(np.float64), (2, 3)).transpose(1, 0, 2, 3), (1, 1))
+    _check("output", y.asnumpy(), _conv_nchw(x, w.astype(np.float64), (1, 1)))
+    _check("grad data", ex.grad_dict["data"].asnumpy(), dx)
+    _check("grad weight", ex.grad_dict["w3_weight"].asnumpy(), dw)
+    # forward's input tiles, d data's tiles of g, d weight's tiles of x and of g
+    assert len(calls) == 4 and all(v is not None for v in calls)
+
+
+@pytest.mark.lowering
+def test_winograd_tiles_are_one_kernel_call_and_small_stacks_stay_with_iree():
+    from aotexec.kernels import winograd
+    from aotexec.ops.winograd import TRANSFORMS
+    b = _emitter()
+    v = winograd.tiles(b, _v("%x", (16, 28, 28, 128)), TRANSFORMS[4][0], 7, 7, 4, (1, 1))
+    assert v.shape == (36, 16 * 7 * 7, 128)
+    text = "\n".join(line for line in b.lines if line)
+    assert text.count("flow.dispatch @aotexec_kernels::@wino_tiles[") == 1 and "concatenate" not in text
+    assert winograd.tiles(_emitter(), _v("%x", (1, 7, 7, 512)), TRANSFORMS[2][0], 4, 4, 2, (1, 1)) is None

@@ -687,3 +687,55 @@ void aotexec_sum_parts_workgroup(MEMREF(const float, part), MEMREF(float, out), 
     _mm256_mask_storeu_ps(O + k0, m, _mm512_cvtpd_ps(s));
   }
 }
+
+/* Winograd tiles of a channels-last (N x H x W x C) map (``ops.winograd``): for tile (n, ty, tx) and
+ * p = (n * TH + ty) * TW + tx, out[b * T + a][p][c] = sum_{i, j < I} M[a][i] M[b][j]
+ * x[n][ty * s + i - pt][tx * s + j - pl][c], x zero outside the map; M (T x I, row-major) is the
+ * transform's matrix. One workgroup per (tile row wy = n * TH + ty, block of WINO_CHANNELS channels wx);
+ * per tile and 16 channels, the rows' transforms go through L1 (T x I vectors), zero coefficients
+ * skipped. Written in place of IREE's form, whose rows were stacked by copies (docs/PERFORMANCE.md). */
+#define WINO_MAX 8
+#define WINO_CHANNELS 256
+
+void aotexec_wino_tiles_workgroup(MEMREF(const float, x), MEMREF(const float, mat), MEMREF(float, out),
+                                  size_t N, size_t H, size_t W, size_t C, size_t TH, size_t TW, size_t T, size_t I,
+                                  size_t s, size_t pt, size_t pl, size_t wx, size_t wy) {
+  const float *X = x + x_off, *M = mat + mat_off;
+  float *O = out + out_off;
+  const ptrdiff_t h = (ptrdiff_t)H, w = (ptrdiff_t)W, c = (ptrdiff_t)C, t = (ptrdiff_t)T, ni = (ptrdiff_t)I;
+  const ptrdiff_t n = (ptrdiff_t)(wy / TH), ty = (ptrdiff_t)(wy % TH), tiles = (ptrdiff_t)(N * TH * TW);
+  const ptrdiff_t c0 = (ptrdiff_t)(wx * WINO_CHANNELS), c1 = c0 + WINO_CHANNELS < c ? c0 + WINO_CHANNELS : c;
+  __m512 rows[WINO_MAX][WINO_MAX];            /* rows[i][b]: input row i transformed along W */
+  for (ptrdiff_t tx = 0; tx < (ptrdiff_t)TW; tx++) {
+    const ptrdiff_t p = (n * (ptrdiff_t)TH + ty) * (ptrdiff_t)TW + tx;
+    for (ptrdiff_t cc = c0; cc < c1; cc += 16) {
+      const __mmask16 m = low_mask((size_t)(c1 - cc));
+      for (ptrdiff_t i = 0; i < ni; i++) {
+        const ptrdiff_t iy = ty * (ptrdiff_t)s + i - (ptrdiff_t)pt;
+        __m512 d[WINO_MAX];
+        for (ptrdiff_t j = 0; j < ni; j++) {
+          const ptrdiff_t ix = tx * (ptrdiff_t)s + j - (ptrdiff_t)pl;
+          d[j] = iy >= 0 && iy < h && ix >= 0 && ix < w
+                     ? _mm512_maskz_loadu_ps(m, X + ((n * h + iy) * w + ix) * c + cc) : _mm512_setzero_ps();
+        }
+        for (ptrdiff_t bb = 0; bb < t; bb++) {
+          __m512 acc = _mm512_setzero_ps();
+          for (ptrdiff_t j = 0; j < ni; j++) {
+            const float k = M[bb * ni + j];
+            if (k != 0.0f) acc = _mm512_fmadd_ps(_mm512_set1_ps(k), d[j], acc);
+          }
+          rows[i][bb] = acc;
+        }
+      }
+      for (ptrdiff_t a = 0; a < t; a++)
+        for (ptrdiff_t bb = 0; bb < t; bb++) {
+          __m512 acc = _mm512_setzero_ps();
+          for (ptrdiff_t i = 0; i < ni; i++) {
+            const float k = M[a * ni + i];
+            if (k != 0.0f) acc = _mm512_fmadd_ps(_mm512_set1_ps(k), rows[i][bb], acc);
+          }
+          _mm512_mask_storeu_ps(O + ((bb * t + a) * tiles + p) * c + cc, m, acc);
+        }
+    }
+  }
+}

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..emitter import Emitter, Value
 from ..kernels import matmul as kernel_matmul
+from ..kernels import winograd as kernel_winograd
 from ..kernels.matmul import ceil_div
 from ..symbolic import any_dynamic
 
@@ -111,6 +112,9 @@ def _input_tiles(b: Emitter, x: Value, pad: tuple[int, int], th: int, tw: int, m
     th x tw whole tiles): ((m+2)^2, N * TH * TW, C), index (m+2) b + a."""
     b_t = TRANSFORMS[m][0]
     t = m + 2
+    v = kernel_winograd.tiles(b, x, b_t, th, tw, m, pad)
+    if v is not None:
+        return v
     xp = b.pad(x, 0.0, (0, pad[0], pad[1], 0),
                (0, m * th + 2 - x.shape[1] - pad[0], m * tw + 2 - x.shape[2] - pad[1], 0))
     v = _transform(b, _transform(b, xp, 1, th, m, b_t), 3, tw, m, b_t)          # (Tb, Ta, N, TH, TW, C)
@@ -174,10 +178,12 @@ def weight_grad(b: Emitter, x: Value, g: Value, pad: tuple[int, int], m: int) ->
     c = x.shape[3]
     th, tw = ceil_div(oh, m), ceil_div(ow, m)
     v = _input_tiles(b, x, pad, th, tw, m)                                       # (T^2, P, C)
-    gp = b.pad(g, 0.0, (0, 0, 0, 0), (0, m * th - oh, m * tw - ow, 0))
-    dy = _transform(b, _transform(b, gp, 1, th, m, a_t.T), 3, tw, m, a_t.T)     # (Tb, Ta, N, TH, TW, F)
     p = n * th * tw
-    dy = b.reshape(dy, (t * t, p, f))
+    dy = kernel_winograd.tiles(b, g, a_t.T, th, tw, m, (0, 0))                 # (T^2, P, F)
+    if dy is None:
+        gp = b.pad(g, 0.0, (0, 0, 0, 0), (0, m * th - oh, m * tw - ow, 0))
+        dy = _transform(b, _transform(b, gp, 1, th, m, a_t.T), 3, tw, m, a_t.T)     # (Tb, Ta, N, TH, TW, F)
+        dy = b.reshape(dy, (t * t, p, f))
     # the kernel (``kernels.matmul``) reads v as it is (A stored (P, C)); for IREE's matmuls,
     # tiles innermost: the (C x P) (P x F)^T products in the layout they pack directly
     du = kernel_matmul.call(b, v, dy, [1], [1], [0], [0], alone=True) if b.kernels is not None else None
