@@ -444,6 +444,26 @@ def test_channels_last_max_pool_gradient_is_one_kernel_call():
     assert "stablehlo.slice" not in text and "stablehlo.pad" not in text
 
 
+def _channels_last_layer(rng, x, w, **conv):
+    """A 3x3 Convolution ``layer`` (``conv``: its other parameters) of ``x`` with weight ``w``,
+    between a 1x1 convolution with identity weights and a 1x1 average pool (identity), so data
+    and head gradient reach it channels-last; forward and backward run with a random head
+    gradient. (executor, output, head gradient)."""
+    c = x.shape[1]
+    s = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
+    s = ax.sym.Convolution(s, num_filter=w.shape[0], kernel=(3, 3), no_bias=True, name="layer", **conv)
+    s = ax.sym.Pooling(s, kernel=(1, 1), pool_type="avg", name="pool")
+    ex = s.simple_bind(ax.cpu(), grad_req={"data": "write", "c_weight": "null", "layer_weight": "write"},
+                       data=x.shape)
+    ex.arg_dict["data"][:] = x
+    ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
+    ex.arg_dict["layer_weight"][:] = w
+    y = ex.forward(is_train=True)[0]
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    ex.backward(ax.nd.array(g))
+    return ex, y, g
+
+
 @pytest.mark.parametrize("shape,stride,pad,dilate", [
     ((2, 40, 9, 9), (1, 1), (1, 1), (1, 1)),      # 40 = 32 + 8 channels
     ((2, 33, 10, 10), (2, 2), (1, 1), (1, 1)),    # MobileNet's strided layers
@@ -459,23 +479,13 @@ def test_depthwise_weight_gradient_through_the_kernel_matches_numpy(tmp_path_fac
     n, c = shape[:2]
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
-    conv = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
-    s = ax.sym.Convolution(conv, num_filter=c, num_group=c, kernel=(3, 3), stride=stride, pad=pad, dilate=dilate,
-                           no_bias=True, name="dw")
-    s = ax.sym.Pooling(s, kernel=(1, 1), pool_type="avg", name="pool")
-    ex = s.simple_bind(ax.cpu(), grad_req={"data": "write", "c_weight": "null", "dw_weight": "write"}, data=shape)
-    ex.arg_dict["data"][:] = x
-    ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
-    ex.arg_dict["dw_weight"][:] = w
-    y = ex.forward(is_train=True)[0]
-    g = rng.standard_normal(y.shape).astype(np.float32)
-    ex.backward(ax.nd.array(g))
+    ex, y, g = _channels_last_layer(rng, x, w, num_group=c, stride=stride, pad=pad, dilate=dilate)
     wins = _windows(x, (3, 3), pad, stride, dilate)
     ref = np.zeros((c, 1, 3, 3))
     for (i, j), v in wins.items():
         ref[:, 0, i, j] = np.einsum("nchw,nchw->c", v, g.astype(np.float64))
     _check("output", y.asnumpy(), sum(v * w[None, :, 0, i, j, None, None] for (i, j), v in wins.items()))
-    _check("grad weight", ex.grad_dict["dw_weight"].asnumpy(), ref)
+    _check("grad weight", ex.grad_dict["layer_weight"].asnumpy(), ref)
 
 
 @pytest.mark.lowering
@@ -596,16 +606,7 @@ def test_winograd_tiles_through_the_kernel_match_numpy(tmp_path_factory, monkeyp
     c = shape[1]
     x = rng.standard_normal(shape).astype(np.float32)
     w = (rng.standard_normal((c, c, 3, 3)) * 0.05).astype(np.float32)
-    s = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
-    s = ax.sym.Convolution(s, num_filter=c, kernel=(3, 3), pad=(1, 1), no_bias=True, name="w3")
-    s = ax.sym.Pooling(s, kernel=(1, 1), pool_type="avg", name="pool")
-    ex = s.simple_bind(ax.cpu(), grad_req={"data": "write", "c_weight": "null", "w3_weight": "write"}, data=shape)
-    ex.arg_dict["data"][:] = x
-    ex.arg_dict["c_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
-    ex.arg_dict["w3_weight"][:] = w
-    y = ex.forward(is_train=True)[0]
-    g = rng.standard_normal(y.shape).astype(np.float32)
-    ex.backward(ax.nd.array(g))
+    ex, y, g = _channels_last_layer(rng, x, w, pad=(1, 1))
     g64 = g.astype(np.float64)
     wins = _windows(x, (3, 3), (1, 1), (1, 1), (1, 1))
     dw = np.zeros((c, c, 3, 3))
@@ -614,7 +615,7 @@ def test_winograd_tiles_through_the_kernel_match_numpy(tmp_path_factory, monkeyp
     dx = _conv_nchw(g64, np.flip(w.astype(np.float64), (2, 3)).transpose(1, 0, 2, 3), (1, 1))
     _check("output", y.asnumpy(), _conv_nchw(x, w.astype(np.float64), (1, 1)))
     _check("grad data", ex.grad_dict["data"].asnumpy(), dx)
-    _check("grad weight", ex.grad_dict["w3_weight"].asnumpy(), dw)
+    _check("grad weight", ex.grad_dict["layer_weight"].asnumpy(), dw)
     # forward's input tiles, d data's tiles of g, d weight's tiles of x and of g
     assert len(calls) == 4 and all(v is not None for v in calls)
 
