@@ -476,7 +476,7 @@ def test_depthwise_weight_gradient_through_the_kernel_matches_numpy(tmp_path_fac
     # (identity): the head gradient reaches the depthwise layer channels-last
     _available(tmp_path_factory)
     rng = np.random.default_rng(6)
-    n, c = shape[:2]
+    c = shape[1]
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
     ex, y, g = _channels_last_layer(rng, x, w, num_group=c, stride=stride, pad=pad, dilate=dilate)
@@ -589,16 +589,25 @@ def test_batchnorm_gradient_sums_through_the_kernel_match_numpy(tmp_path_factory
     _check("grad data", ex.grad_dict["data"].asnumpy(), dx)
 
 
+@pytest.mark.parametrize("permuted", [False, True])
 @pytest.mark.parametrize("shape", [
     (2, 128, 30, 30),     # F(4x4): 128 tiles; the weight gradient's g tiles too
     (2, 128, 11, 9),      # F(2x2); the last tiles reach past the map
 ])
-def test_winograd_tiles_through_the_kernel_match_numpy(tmp_path_factory, monkeypatch, shape):
+def test_winograd_tiles_through_the_kernel_match_numpy(tmp_path_factory, monkeypatch, shape, permuted):
     # a Winograd 3x3 layer (ops.winograd) in training, forward, d data (Winograd on the flipped
-    # weight) and d weight, with every stack of tiles through the kernel
+    # weight) and d weight, with every stack of tiles through the kernel; ``permuted``: the
+    # transforms' tile index reversed (the same convolution), which the kernel's code
+    # specialized for ops.winograd's own matrices does not take: its generic loops
     from aotexec.kernels import winograd
+    from aotexec.ops import winograd as ops_winograd
+    from aotexec.pipeline import program
     _available(tmp_path_factory)
     monkeypatch.setattr(winograd, "MIN_FLOATS", 0)
+    monkeypatch.setattr(program, "_programs", type(program._programs)())      # lowered again, not memoized
+    if permuted:
+        monkeypatch.setattr(ops_winograd, "TRANSFORMS", {m: (bt[::-1], g[::-1], at[:, ::-1])
+                                                        for m, (bt, g, at) in ops_winograd.TRANSFORMS.items()})
     calls = []
     tiles = winograd.tiles
     monkeypatch.setattr(winograd, "tiles", lambda *a: calls.append(tiles(*a)) or calls[-1])

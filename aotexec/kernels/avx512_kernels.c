@@ -697,45 +697,82 @@ void aotexec_sum_parts_workgroup(MEMREF(const float, part), MEMREF(float, out), 
 #define WINO_MAX 8
 #define WINO_CHANNELS 256
 
+/* acc + k d, k known at compile time where the caller unrolls over a constant matrix: zeros
+ * skipped, +-1 an add or a subtraction */
+static inline __attribute__((always_inline)) __m512 wino_madd(float k, __m512 d, __m512 acc) {
+  if (k == 0.0f) return acc;
+  if (k == 1.0f) return _mm512_add_ps(acc, d);
+  if (k == -1.0f) return _mm512_sub_ps(acc, d);
+  return _mm512_fmadd_ps(_mm512_set1_ps(k), d, acc);
+}
+
+/* One workgroup's tiles for the T x I matrix K (T, I and K constant where the caller specializes
+ * it: the loops unrolled, the coefficients folded into adds, subtractions and FMAs) */
+static inline __attribute__((always_inline)) void wino_tiles(const float *X, const float *K, float *O, ptrdiff_t h,
+    ptrdiff_t w, ptrdiff_t c, ptrdiff_t th, ptrdiff_t tw, const ptrdiff_t t, const ptrdiff_t ni, ptrdiff_t s, ptrdiff_t pt,
+    ptrdiff_t pl, ptrdiff_t n, ptrdiff_t ty, ptrdiff_t tiles, ptrdiff_t c0, ptrdiff_t c1) {
+  __m512 cols[WINO_MAX][WINO_MAX];            /* cols[a][j]: input column j transformed along H */
+  for (ptrdiff_t tx = 0; tx < tw; tx++) {
+    const ptrdiff_t p = (n * th + ty) * tw + tx;
+    for (ptrdiff_t cc = c0; cc < c1; cc += 16) {
+      const __mmask16 m = low_mask((size_t)(c1 - cc));
+      _Pragma("GCC unroll 8") for (ptrdiff_t j = 0; j < ni; j++) {
+        const ptrdiff_t ix = tx * s + j - pl;
+        __m512 d[WINO_MAX];
+        _Pragma("GCC unroll 8") for (ptrdiff_t i = 0; i < ni; i++) {
+          const ptrdiff_t iy = ty * s + i - pt;
+          d[i] = iy >= 0 && iy < h && ix >= 0 && ix < w
+                     ? _mm512_maskz_loadu_ps(m, X + ((n * h + iy) * w + ix) * c + cc) : _mm512_setzero_ps();
+        }
+        _Pragma("GCC unroll 8") for (ptrdiff_t a = 0; a < t; a++) {
+          __m512 acc = _mm512_setzero_ps();
+          _Pragma("GCC unroll 8") for (ptrdiff_t i = 0; i < ni; i++) acc = wino_madd(K[a * ni + i], d[i], acc);
+          cols[a][j] = acc;
+        }
+      }
+      _Pragma("GCC unroll 8") for (ptrdiff_t a = 0; a < t; a++)
+        _Pragma("GCC unroll 8") for (ptrdiff_t bb = 0; bb < t; bb++) {
+          __m512 acc = _mm512_setzero_ps();
+          _Pragma("GCC unroll 8") for (ptrdiff_t j = 0; j < ni; j++) acc = wino_madd(K[bb * ni + j], cols[a][j], acc);
+          _mm512_mask_storeu_ps(O + ((bb * t + a) * tiles + p) * c + cc, m, acc);
+        }
+    }
+  }
+}
+
+/* ops.winograd.TRANSFORMS' B^T and A^T^T for F(2x2) and F(4x4), as literals (a table in .rodata
+ * would need an absolute relocation): a matrix the caller passes that equals one of them runs the
+ * specialized code, any other the generic loops */
+#define WINO_BT2 {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1}
+#define WINO_AT2 {1, 0, 1, 1, 1, -1, 0, -1}
+#define WINO_BT4 {4, 0, -5, 0, 1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0, 0, -2, -1, 2, 1, 0, 0, 2, -1, -2, 1, 0, 0, 4, 0, -5, 0, 1}
+#define WINO_AT4 {1, 0, 0, 0, 1, 1, 1, 1, 1, -1, 1, -1, 1, 2, 4, 8, 1, -2, 4, -8, 0, 0, 0, 1}
+
+static inline __attribute__((always_inline)) int wino_same(const float *a, const float *b, const int count) {
+  int same = 1;
+  _Pragma("GCC unroll 36") for (int i = 0; i < count; i++) same &= a[i] == b[i];
+  return same;
+}
+
 void aotexec_wino_tiles_workgroup(MEMREF(const float, x), MEMREF(const float, mat), MEMREF(float, out),
                                   size_t N, size_t H, size_t W, size_t C, size_t TH, size_t TW, size_t T, size_t I,
                                   size_t s, size_t pt, size_t pl, size_t wx, size_t wy) {
   const float *X = x + x_off, *M = mat + mat_off;
   float *O = out + out_off;
-  const ptrdiff_t h = (ptrdiff_t)H, w = (ptrdiff_t)W, c = (ptrdiff_t)C, t = (ptrdiff_t)T, ni = (ptrdiff_t)I;
-  const ptrdiff_t n = (ptrdiff_t)(wy / TH), ty = (ptrdiff_t)(wy % TH), tiles = (ptrdiff_t)(N * TH * TW);
+  const ptrdiff_t c = (ptrdiff_t)C, th = (ptrdiff_t)TH, tiles = (ptrdiff_t)(N * TH * TW);
+  const ptrdiff_t n = (ptrdiff_t)wy / th, ty = (ptrdiff_t)wy % th;
   const ptrdiff_t c0 = (ptrdiff_t)(wx * WINO_CHANNELS), c1 = c0 + WINO_CHANNELS < c ? c0 + WINO_CHANNELS : c;
-  __m512 rows[WINO_MAX][WINO_MAX];            /* rows[i][b]: input row i transformed along W */
-  for (ptrdiff_t tx = 0; tx < (ptrdiff_t)TW; tx++) {
-    const ptrdiff_t p = (n * (ptrdiff_t)TH + ty) * (ptrdiff_t)TW + tx;
-    for (ptrdiff_t cc = c0; cc < c1; cc += 16) {
-      const __mmask16 m = low_mask((size_t)(c1 - cc));
-      for (ptrdiff_t i = 0; i < ni; i++) {
-        const ptrdiff_t iy = ty * (ptrdiff_t)s + i - (ptrdiff_t)pt;
-        __m512 d[WINO_MAX];
-        for (ptrdiff_t j = 0; j < ni; j++) {
-          const ptrdiff_t ix = tx * (ptrdiff_t)s + j - (ptrdiff_t)pl;
-          d[j] = iy >= 0 && iy < h && ix >= 0 && ix < w
-                     ? _mm512_maskz_loadu_ps(m, X + ((n * h + iy) * w + ix) * c + cc) : _mm512_setzero_ps();
-        }
-        for (ptrdiff_t bb = 0; bb < t; bb++) {
-          __m512 acc = _mm512_setzero_ps();
-          for (ptrdiff_t j = 0; j < ni; j++) {
-            const float k = M[bb * ni + j];
-            if (k != 0.0f) acc = _mm512_fmadd_ps(_mm512_set1_ps(k), d[j], acc);
-          }
-          rows[i][bb] = acc;
-        }
-      }
-      for (ptrdiff_t a = 0; a < t; a++)
-        for (ptrdiff_t bb = 0; bb < t; bb++) {
-          __m512 acc = _mm512_setzero_ps();
-          for (ptrdiff_t i = 0; i < ni; i++) {
-            const float k = M[a * ni + i];
-            if (k != 0.0f) acc = _mm512_fmadd_ps(_mm512_set1_ps(k), rows[i][bb], acc);
-          }
-          _mm512_mask_storeu_ps(O + ((bb * t + a) * tiles + p) * c + cc, m, acc);
-        }
-    }
+#define WINO_CASE(values, tt, ii) \
+  if (T == tt && I == ii) { \
+    const float table[tt * ii] = values; \
+    if (wino_same(M, table, tt * ii)) { \
+      wino_tiles(X, table, O, (ptrdiff_t)H, (ptrdiff_t)W, c, th, (ptrdiff_t)TW, tt, ii, (ptrdiff_t)s, (ptrdiff_t)pt, \
+                 (ptrdiff_t)pl, n, ty, tiles, c0, c1); \
+      return; \
+    } \
   }
+  WINO_CASE(WINO_BT2, 4, 4) WINO_CASE(WINO_BT4, 6, 6) WINO_CASE(WINO_AT2, 4, 2) WINO_CASE(WINO_AT4, 6, 4)
+#undef WINO_CASE
+  wino_tiles(X, M, O, (ptrdiff_t)H, (ptrdiff_t)W, c, th, (ptrdiff_t)TW, (ptrdiff_t)T, (ptrdiff_t)I, (ptrdiff_t)s,
+             (ptrdiff_t)pt, (ptrdiff_t)pl, n, ty, tiles, c0, c1);
 }
