@@ -43,5 +43,3 @@ def tiles(b: "Emitter", x: Value, mat: np.ndarray, th: int, tw: int, step: int,
     m = b.constant(np.asarray(mat, np.float32), mat.shape)
     return executable.dispatch(b, "wino_tiles", (ceil_div(c, CHANNELS), n * th, 1), [x, m],
                                [n, h, w, c, th, tw, t, i, step, pad[0], pad[1]], (t * t, n * th * tw, c))
-
-

@@ -17,30 +17,25 @@ from __future__ import annotations
 import dataclasses
 
 from ..graph import Entry, IndexedGraph, Node
-from .gradient import GradientGraph
-
-
-def _reads(node: Node, token: str, dz: Entry) -> Entry:
-    kind = token.rstrip("0123456789")
-    idx = int(token[len(kind):])
-    if kind == "ograd":
-        return dz
-    return node.inputs[idx] if kind == "in" else Entry(node, idx)
+from .gradient import GradientGraph, read_token
 
 
 def _fused(n: Node, readers: dict[tuple[int, int], int]) -> Node | None:
     """The fused node replacing backward node ``n`` (and the backward node of the op after its
     forward node), or None."""
     fwd = n.control_deps[0]
+    if n.op is not fwd.op.backward:
+        return None
+    # n's output gradient: the later op's input gradient
+    r = n.inputs[fwd.op.grad_reads(n.params).index("ograd0")].node
     for after, when, op in fwd.op.fused_gradients:
-        r = n.inputs[0].node                      # n's output gradient: the later op's input gradient
-        if r.op is None or r.op is not after.backward or not when(r.params) or readers[(id(r), 0)] != 1:
+        if r.op is not after.backward or not when(r.params) or readers[(id(r), 0)] != 1:
             continue
         t = r.control_deps[0]
         if r.num_outputs != 1 or not t.inputs or t.inputs[0].node is not fwd or t.inputs[0].index != 0:
             continue
         dz = r.inputs[after.grad_reads(r.params).index("ograd0")]
-        ins = [_reads(fwd, tok, dz) for tok in op.inputs(n.params)]
+        ins = [read_token(fwd, tok, lambda node, k: dz) for tok in op.inputs(n.params)]
         return Node(op, n.name, dict(n.attrs), ins, n.params, [fwd])
     return None
 

@@ -154,19 +154,22 @@ def _backward_node(node: Node, ograd) -> Node:
         raise AotexecError(f"Operator {op.name} has no gradient rule (node '{node.name}'), so gradients "
                            f"cannot flow through it; bind with grad_req='null' for the arguments before it.\n"
                            f"  {node.format()}")
-    reads = []
-    for token in op.grad_reads(node.params):
-        kind = token.rstrip("0123456789")
-        idx = int(token[len(kind):])
-        if kind == "ograd":
-            reads.append(ograd(node, idx))
-        elif kind == "in":
-            reads.append(node.inputs[idx])
-        elif kind == "out":
-            reads.append(Entry(node, idx))
-        else:
-            raise AotexecError(f"bad gradient read '{token}' declared by {op.name}")
+    reads = [read_token(node, token, ograd) for token in op.grad_reads(node.params)]
     return Node(op.backward, f"{node.name}_backward", dict(node.attrs), reads, node.params, [node])
+
+
+def read_token(node: Node, token: str, ograd) -> Entry:
+    """What a gradient rule's read ``token`` of forward ``node`` names: ``ograd<i>`` (from
+    ``ograd(node, i)``), ``in<i>`` or ``out<i>``."""
+    kind = token.rstrip("0123456789")
+    idx = int(token[len(kind):])
+    if kind == "ograd":
+        return ograd(node, idx)
+    if kind == "in":
+        return node.inputs[idx]
+    if kind == "out":
+        return Entry(node, idx)
+    raise AotexecError(f"bad gradient read '{token}' declared by {node.op.name}")
 
 
 def check_differentiable(heads: list[Entry], wrt: list[str]) -> None:
