@@ -589,16 +589,18 @@ def test_batchnorm_gradient_sums_through_the_kernel_match_numpy(tmp_path_factory
     _check("grad data", ex.grad_dict["data"].asnumpy(), dx)
 
 
-@pytest.mark.parametrize("permuted", [False, True])
+@pytest.mark.parametrize("permuted, g_tiles_iree", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("shape", [
-    (2, 128, 30, 30),     # F(4x4): 128 tiles; the weight gradient's g tiles too
+    (2, 128, 30, 30),     # F(4x4): 128 tiles, streams 64 KB apart: two zero rows after them
     (2, 128, 11, 9),      # F(2x2); the last tiles reach past the map
+    (2, 80, 12, 12),      # F(2x2) forward, F(4x4) d weight: 80 channels, a half-empty last panel of g's tiles
 ])
-def test_winograd_tiles_through_the_kernel_match_numpy(tmp_path_factory, monkeypatch, shape, permuted):
+def test_winograd_tiles_through_the_kernel_match_numpy(tmp_path_factory, monkeypatch, shape, permuted, g_tiles_iree):
     # a Winograd 3x3 layer (ops.winograd) in training, forward, d data (Winograd on the flipped
     # weight) and d weight, with every stack of tiles through the kernel; ``permuted``: the
     # transforms' tile index reversed (the same convolution), which the kernel's code
-    # specialized for ops.winograd's own matrices does not take: its generic loops
+    # specialized for ops.winograd's own matrices does not take: its generic loops;
+    # ``g_tiles_iree``: the weight gradient's tiles of g in IREE's form, padded to x's rows
     from aotexec.kernels import winograd
     from aotexec.ops import winograd as ops_winograd
     from aotexec.pipeline import program
@@ -610,7 +612,8 @@ def test_winograd_tiles_through_the_kernel_match_numpy(tmp_path_factory, monkeyp
                                                         for m, (bt, g, at) in ops_winograd.TRANSFORMS.items()})
     calls = []
     tiles = winograd.tiles
-    monkeypatch.setattr(winograd, "tiles", lambda *a: calls.append(tiles(*a)) or calls[-1])
+    monkeypatch.setattr(winograd, "tiles", lambda *a, rows=None, packed=False: calls.append(
+        (packed, None if g_tiles_iree and rows is not None else tiles(*a, rows=rows, packed=packed))) or calls[-1][1])
     rng = np.random.default_rng(9)
     c = shape[1]
     x = rng.standard_normal(shape).astype(np.float32)
@@ -625,8 +628,10 @@ def test_winograd_tiles_through_the_kernel_match_numpy(tmp_path_factory, monkeyp
     _check("output", y.asnumpy(), _conv_nchw(x, w.astype(np.float64), (1, 1)))
     _check("grad data", ex.grad_dict["data"].asnumpy(), dx)
     _check("grad weight", ex.grad_dict["layer_weight"].asnumpy(), dw)
-    # forward's input tiles, d data's tiles of g, d weight's tiles of x and of g
-    assert len(calls) == 4 and all(v is not None for v in calls)
+    # forward's input tiles, d data's tiles of g, d weight's tiles of x and of g (packed as the
+    # matmul kernel's B; else asked for once more, unpacked)
+    made = [packed for packed, v in calls if v is not None]
+    assert made == ([False] * 3 if g_tiles_iree else [False] * 3 + [True]) and len(calls) == 4 + g_tiles_iree
 
 
 @pytest.mark.lowering
@@ -635,7 +640,7 @@ def test_winograd_tiles_are_one_kernel_call_and_small_stacks_stay_with_iree():
     from aotexec.ops.winograd import TRANSFORMS
     b = _emitter()
     v = winograd.tiles(b, _v("%x", (16, 28, 28, 128)), TRANSFORMS[4][0], 7, 7, 4, (1, 1))
-    assert v.shape == (36, 16 * 7 * 7, 128)
+    assert v.shape == (36, 16 * 7 * 7 + 2, 128)       # streams 392 KB + 1 KB apart, not a multiple of 4 KB
     text = "\n".join(line for line in b.lines if line)
     assert text.count("flow.dispatch @aotexec_kernels::@wino_tiles[") == 1 and "concatenate" not in text
     assert winograd.tiles(_emitter(), _v("%x", (1, 7, 7, 512)), TRANSFORMS[2][0], 4, 4, 2, (1, 1)) is None

@@ -691,9 +691,14 @@ void aotexec_sum_parts_workgroup(MEMREF(const float, part), MEMREF(float, out), 
 /* Winograd tiles of a channels-last (N x H x W x C) map (``ops.winograd``): for tile (n, ty, tx) and
  * p = (n * TH + ty) * TW + tx, out[b * T + a][p][c] = sum_{i, j < I} M[a][i] M[b][j]
  * x[n][ty * s + i - pt][tx * s + j - pl][c], x zero outside the map; M (T x I, row-major) is the
- * transform's matrix. One workgroup per (tile row wy = n * TH + ty, block of WINO_CHANNELS channels wx);
- * per tile and 16 channels, the rows' transforms go through L1 (T x I vectors), zero coefficients
- * skipped. Written in place of IREE's form, whose rows were stacked by copies (docs/PERFORMANCE.md). */
+ * transform's matrix. Each of the T^2 streams holds R >= N * TH * TW rows, those past the tiles
+ * zero (the last tile row's workgroups write them): a stride the caller picks off multiples of
+ * 4 KB, which made a tile's T^2 stores contend for the same L1 sets (2-4x slower). With ``packed``
+ * each stream is laid out as the matmul kernel's B, [ceil(C/32)][R][32] zero-padded past C (the
+ * weight gradient's tiles of g: IREE's packing transpose ran at ~3 GB/s). One workgroup per
+ * (tile row wy = n * TH + ty, block of WINO_CHANNELS channels wx); per tile and 16 channels, the
+ * rows' transforms go through L1 (T x I vectors), zero coefficients skipped. Written in place of
+ * IREE's form, whose rows were stacked by copies (docs/PERFORMANCE.md). */
 #define WINO_MAX 8
 #define WINO_CHANNELS 256
 
@@ -710,12 +715,13 @@ static inline __attribute__((always_inline)) __m512 wino_madd(float k, __m512 d,
  * it: the loops unrolled, the coefficients folded into adds, subtractions and FMAs) */
 static inline __attribute__((always_inline)) void wino_tiles(const float *X, const float *K, float *O, ptrdiff_t h,
     ptrdiff_t w, ptrdiff_t c, ptrdiff_t th, ptrdiff_t tw, const ptrdiff_t t, const ptrdiff_t ni, ptrdiff_t s, ptrdiff_t pt,
-    ptrdiff_t pl, ptrdiff_t n, ptrdiff_t ty, ptrdiff_t tiles, ptrdiff_t c0, ptrdiff_t c1) {
+    ptrdiff_t pl, ptrdiff_t n, ptrdiff_t ty, ptrdiff_t tiles, ptrdiff_t c0, ptrdiff_t c1, ptrdiff_t cend, int packed) {
   __m512 cols[WINO_MAX][WINO_MAX];            /* cols[a][j]: input column j transformed along H */
+  const ptrdiff_t panels = (c + NR - 1) / NR;
   for (ptrdiff_t tx = 0; tx < tw; tx++) {
     const ptrdiff_t p = (n * th + ty) * tw + tx;
-    for (ptrdiff_t cc = c0; cc < c1; cc += 16) {
-      const __mmask16 m = low_mask((size_t)(c1 - cc));
+    for (ptrdiff_t cc = c0; cc < cend; cc += 16) {
+      const __mmask16 m = cc < c1 ? low_mask((size_t)(c1 - cc)) : 0;
       _Pragma("GCC unroll 8") for (ptrdiff_t j = 0; j < ni; j++) {
         const ptrdiff_t ix = tx * s + j - pl;
         __m512 d[WINO_MAX];
@@ -734,7 +740,11 @@ static inline __attribute__((always_inline)) void wino_tiles(const float *X, con
         _Pragma("GCC unroll 8") for (ptrdiff_t bb = 0; bb < t; bb++) {
           __m512 acc = _mm512_setzero_ps();
           _Pragma("GCC unroll 8") for (ptrdiff_t j = 0; j < ni; j++) acc = wino_madd(K[bb * ni + j], cols[a][j], acc);
-          _mm512_mask_storeu_ps(O + ((bb * t + a) * tiles + p) * c + cc, m, acc);
+          const ptrdiff_t q = bb * t + a;
+          if (packed)     /* whole panels: the lanes past C are zero (masked loads) */
+            _mm512_storeu_ps(O + ((q * panels + cc / NR) * tiles + p) * NR + cc % NR, acc);
+          else
+            _mm512_mask_storeu_ps(O + (q * tiles + p) * c + cc, m, acc);
         }
     }
   }
@@ -756,23 +766,34 @@ static inline __attribute__((always_inline)) int wino_same(const float *a, const
 
 void aotexec_wino_tiles_workgroup(MEMREF(const float, x), MEMREF(const float, mat), MEMREF(float, out),
                                   size_t N, size_t H, size_t W, size_t C, size_t TH, size_t TW, size_t T, size_t I,
-                                  size_t s, size_t pt, size_t pl, size_t wx, size_t wy) {
+                                  size_t s, size_t pt, size_t pl, size_t R, size_t packed, size_t wx, size_t wy) {
   const float *X = x + x_off, *M = mat + mat_off;
   float *O = out + out_off;
-  const ptrdiff_t c = (ptrdiff_t)C, th = (ptrdiff_t)TH, tiles = (ptrdiff_t)(N * TH * TW);
+  const ptrdiff_t c = (ptrdiff_t)C, th = (ptrdiff_t)TH, tiles = (ptrdiff_t)R;
   const ptrdiff_t n = (ptrdiff_t)wy / th, ty = (ptrdiff_t)wy % th;
   const ptrdiff_t c0 = (ptrdiff_t)(wx * WINO_CHANNELS), c1 = c0 + WINO_CHANNELS < c ? c0 + WINO_CHANNELS : c;
+  /* the channels written: packed, up to the end of the last panel */
+  const ptrdiff_t cend = packed ? (c1 + NR - 1) / NR * NR : c1, panels = (c + NR - 1) / NR;
+  if (wy + 1 == N * TH)
+    for (ptrdiff_t q = 0; q < (ptrdiff_t)(T * T); q++)
+      for (ptrdiff_t p = (ptrdiff_t)(N * TH * TW); p < tiles; p++)
+        for (ptrdiff_t cc = c0; cc < cend; cc += 16) {
+          if (packed)
+            _mm512_storeu_ps(O + ((q * panels + cc / NR) * tiles + p) * NR + cc % NR, _mm512_setzero_ps());
+          else
+            _mm512_mask_storeu_ps(O + (q * tiles + p) * c + cc, low_mask((size_t)(c1 - cc)), _mm512_setzero_ps());
+        }
 #define WINO_CASE(values, tt, ii) \
   if (T == tt && I == ii) { \
     const float table[tt * ii] = values; \
     if (wino_same(M, table, tt * ii)) { \
       wino_tiles(X, table, O, (ptrdiff_t)H, (ptrdiff_t)W, c, th, (ptrdiff_t)TW, tt, ii, (ptrdiff_t)s, (ptrdiff_t)pt, \
-                 (ptrdiff_t)pl, n, ty, tiles, c0, c1); \
+                 (ptrdiff_t)pl, n, ty, tiles, c0, c1, cend, packed != 0); \
       return; \
     } \
   }
   WINO_CASE(WINO_BT2, 4, 4) WINO_CASE(WINO_BT4, 6, 6) WINO_CASE(WINO_AT2, 4, 2) WINO_CASE(WINO_AT4, 6, 4)
 #undef WINO_CASE
   wino_tiles(X, M, O, (ptrdiff_t)H, (ptrdiff_t)W, c, th, (ptrdiff_t)TW, (ptrdiff_t)T, (ptrdiff_t)I, (ptrdiff_t)s,
-             (ptrdiff_t)pt, (ptrdiff_t)pl, n, ty, tiles, c0, c1);
+             (ptrdiff_t)pt, (ptrdiff_t)pl, n, ty, tiles, c0, c1, cend, packed != 0);
 }

@@ -37,7 +37,7 @@ EXPORTS = {
     "bngrad_sums": ("aotexec_bngrad_sums_workgroup", 3, ("r", "c", "rows"), 2),
     "bnrelu_grad_sums": ("aotexec_bnrelu_grad_sums_workgroup", 3, ("r", "c", "rows"), 2),
     "sum_parts": ("aotexec_sum_parts_workgroup", 1, ("g", "k"), 2),
-    "wino_tiles": ("aotexec_wino_tiles_workgroup", 2, ("n", "h", "w", "c", "th", "tw", "t", "i", "s", "pt", "pl"), 2),
+    "wino_tiles": ("aotexec_wino_tiles_workgroup", 2, ("n", "h", "w", "c", "th", "tw", "t", "i", "s", "pt", "pl", "r", "packed"), 2),
 }
 MREF = "memref<?xf32>"
 # export -> the names of its output window's (row stride, first element) constants

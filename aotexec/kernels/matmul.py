@@ -84,11 +84,14 @@ def takes(b: "Emitter", z: int, m: int, n: int, k: int, alone: bool = False) -> 
                 or z * m * n * k < MIN_MACS)
 
 
-def packed_product(b: "Emitter", x: Value, packed: Value, n: int) -> Value:
-    """The batched product (Z, M, K) x (Z, K, N) of ``x`` with B already as ``pack_columns``
-    lays it out (a producer that writes panels saves the packing pass); (Z, M, N)."""
+def packed_product(b: "Emitter", x: Value, packed: Value, n: int, a_trans: bool = False) -> Value:
+    """The batched product (Z, M, K) x (Z, K, N) of ``x`` (stored (Z, K, M) with ``a_trans``)
+    with B already as ``pack_columns`` lays it out (a producer that writes panels saves the
+    packing pass); (Z, M, N)."""
     z, m, k = (int(d) for d in x.shape)
-    return _dispatch(b, x, packed, z, m, n, k, False, True)
+    if a_trans:
+        k, m = m, k
+    return _dispatch(b, x, packed, z, m, n, k, a_trans, True)
 
 
 def pack_columns(b: "Emitter", y: Value, k: int, n: int, batched: bool = False, b_rows: bool = True) -> Value:

@@ -109,7 +109,8 @@ def _transform(b: Emitter, x: Value, axis: int, count: int, step: int, mat) -> V
 
 def _input_tiles(b: Emitter, x: Value, pad: tuple[int, int], th: int, tw: int, m: int) -> Value:
     """B^T d B of every (m+2) x (m+2) input tile d of NHWC ``x`` padded by ``pad`` (zeros up to
-    th x tw whole tiles): ((m+2)^2, N * TH * TW, C), index (m+2) b + a."""
+    th x tw whole tiles): ((m+2)^2, R, C), index (m+2) b + a, for the P = N * TH * TW tiles and
+    zero rows after them (R >= P: ``kernels.winograd.stream_rows``)."""
     b_t = TRANSFORMS[m][0]
     t = m + 2
     v = kernel_winograd.tiles(b, x, b_t, th, tw, m, pad)
@@ -151,13 +152,16 @@ def conv3x3_nhwc(b: Emitter, x: Value, w: Value, out_shape, pad: tuple[int, int]
     n, oh, ow, f = out_shape
     th, tw = ceil_div(oh, m), ceil_div(ow, m)
     p = n * th * tw
-    v = _input_tiles(b, x, pad, th, tw, m)                           # (T^2, P, C)
-    if x.dtype == w.dtype == np.float32 and kernel_matmul.takes(b, t * t, p, f, x.shape[3], alone=True):
+    v = _input_tiles(b, x, pad, th, tw, m)                           # (T^2, R, C): R >= P rows, zero past P
+    r = v.shape[1]
+    if x.dtype == w.dtype == np.float32 and kernel_matmul.takes(b, t * t, r, f, x.shape[3], alone=True):
         mm = kernel_matmul.packed_product(b, v, _transformed(b, w, m, packed=True), f)
     else:
         mm = b.dot_general(v, _transformed(b, w, m, packed=False), contract=([2], [1]), batch=([0], [0]),
-                           alone=True)                               # (T^2, P, F); the output transform reads it
-    mm = b.reshape(mm, (t, t, p, f))                                 # (Tb, Ta, P, F)
+                           alone=True)                               # (T^2, R, F); the output transform reads it
+    mm = b.reshape(mm, (t, t, r, f))                                 # (Tb, Ta, R, F)
+    if r != p:
+        mm = b.slice(mm, (0, 0, 0, 0), (t, t, p, f))
     cols = _transform(b, mm, 1, 1, 1, a_t)                           # (u, Tb, 1, P, F)
     y = _transform(b, b.reshape(cols, (m, t, p, f)), 1, 1, 1, a_t)   # (v, u, 1, P, F)
     y = b.transpose(b.reshape(y, (m, m, n, th, tw, f)), (2, 3, 1, 4, 0, 5))   # (N, TH, u, TW, v, F)
@@ -177,16 +181,25 @@ def weight_grad(b: Emitter, x: Value, g: Value, pad: tuple[int, int], m: int) ->
     n, oh, ow, f = g.shape
     c = x.shape[3]
     th, tw = ceil_div(oh, m), ceil_div(ow, m)
-    v = _input_tiles(b, x, pad, th, tw, m)                                       # (T^2, P, C)
-    p = n * th * tw
-    dy = kernel_winograd.tiles(b, g, a_t.T, th, tw, m, (0, 0))                 # (T^2, P, F)
-    if dy is None:
+    v = _input_tiles(b, x, pad, th, tw, m)                                       # (T^2, R, C), zero past P
+    p, r = n * th * tw, v.shape[1]
+    # the kernel (``kernels.matmul``) reads v as it is (A stored (R, C)) and the tiles of g as
+    # the tiles kernel writes them packed; for IREE's matmuls, tiles innermost: the (C x R)
+    # (R x F)^T products in the layout they pack directly
+    du = None
+    if x.dtype == g.dtype == np.float32 and kernel_matmul.takes(b, t * t, c, f, r, alone=True):
+        packed = kernel_winograd.tiles(b, g, a_t.T, th, tw, m, (0, 0), rows=r, packed=True)
+        if packed is not None:
+            du = kernel_matmul.packed_product(b, v, packed, f, a_trans=True)    # (T^2, C, F)
+    dy = None if du is not None else kernel_winograd.tiles(b, g, a_t.T, th, tw, m, (0, 0), rows=r)
+    if du is None and dy is None:
         gp = b.pad(g, 0.0, (0, 0, 0, 0), (0, m * th - oh, m * tw - ow, 0))
         dy = _transform(b, _transform(b, gp, 1, th, m, a_t.T), 3, tw, m, a_t.T)     # (Tb, Ta, N, TH, TW, F)
         dy = b.reshape(dy, (t * t, p, f))
-    # the kernel (``kernels.matmul``) reads v as it is (A stored (P, C)); for IREE's matmuls,
-    # tiles innermost: the (C x P) (P x F)^T products in the layout they pack directly
-    du = kernel_matmul.call(b, v, dy, [1], [1], [0], [0], alone=True) if b.kernels is not None else None
+        if r != p:
+            dy = b.pad(dy, 0.0, (0, 0, 0), (0, r - p, 0))                    # (T^2, R, F): the sum over R
+    if du is None and b.kernels is not None:
+        du = kernel_matmul.call(b, v, dy, [1], [1], [0], [0], alone=True)
     if du is None:
         du = b.dot_general(b.transpose(v, (0, 2, 1)), b.transpose(dy, (0, 2, 1)),
                            contract=([2], [2]), batch=([0], [0]))                # (T^2, C, F)
