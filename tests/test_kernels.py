@@ -445,13 +445,13 @@ def test_channels_last_max_pool_gradient_is_one_kernel_call():
 
 
 def _channels_last_layer(rng, x, w, **conv):
-    """A 3x3 Convolution ``layer`` (``conv``: its other parameters) of ``x`` with weight ``w``,
+    """A Convolution ``layer`` (``conv``: its other parameters; 3x3 unless they say) of ``x`` with weight ``w``,
     between a 1x1 convolution with identity weights and a 1x1 average pool (identity), so data
     and head gradient reach it channels-last; forward and backward run with a random head
     gradient. (executor, output, head gradient)."""
     c = x.shape[1]
     s = ax.sym.Convolution(ax.sym.Variable("data"), num_filter=c, kernel=(1, 1), no_bias=True, name="c")
-    s = ax.sym.Convolution(s, num_filter=w.shape[0], kernel=(3, 3), no_bias=True, name="layer", **conv)
+    s = ax.sym.Convolution(s, num_filter=w.shape[0], no_bias=True, name="layer", **{"kernel": (3, 3), **conv})
     s = ax.sym.Pooling(s, kernel=(1, 1), pool_type="avg", name="pool")
     ex = s.simple_bind(ax.cpu(), grad_req={"data": "write", "c_weight": "null", "layer_weight": "write"},
                        data=x.shape)
@@ -462,6 +462,28 @@ def _channels_last_layer(rng, x, w, **conv):
     g = rng.standard_normal(y.shape).astype(np.float32)
     ex.backward(ax.nd.array(g))
     return ex, y, g
+
+
+@pytest.mark.parametrize("stride", [(1, 1), (2, 2)])
+def test_deep_pointwise_data_gradients_through_the_kernel_match_numpy(tmp_path_factory, monkeypatch, stride):
+    # a 1x1 layer of 256 filters: its data gradient contracts 256 deep, one 2-D product through
+    # the matmul kernel (strided: the one phase that has a tap)
+    from aotexec.ops import conv
+    from aotexec.pipeline import program
+    _available(tmp_path_factory)
+    monkeypatch.setattr(program, "_programs", type(program._programs)())      # lowered again, not memoized
+    calls = []
+    grad = conv.pointwise_data_grad
+    monkeypatch.setattr(conv, "pointwise_data_grad", lambda b, g, w: calls.append((g.shape[3], grad(b, g, w))) or calls[-1][1])
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 40, 24, 24)).astype(np.float32)       # 40 = 32 + 8 columns of dx
+    w = (rng.standard_normal((256, 40, 1, 1)) * 0.1).astype(np.float32)
+    ex, y, g = _channels_last_layer(rng, x, w, kernel=(1, 1), stride=stride)
+    dx = np.zeros(x.shape)
+    dx[:, :, ::stride[0], ::stride[1]] = np.einsum("nfhw,fc->nchw", g.astype(np.float64), w[:, :, 0, 0].astype(np.float64))
+    _check("grad data", ex.grad_dict["data"].asnumpy(), dx)
+    # the layer's through the kernel; the 40 -> 40 identity layer before it too shallow for it
+    assert [(o, v is not None) for o, v in calls] == [(256, True), (40, False)]
 
 
 @pytest.mark.parametrize("shape,stride,pad,dilate", [
