@@ -486,6 +486,36 @@ def test_deep_pointwise_data_gradients_through_the_kernel_match_numpy(tmp_path_f
     assert [(o, v is not None) for o, v in calls] == [(256, True), (40, False)]
 
 
+@pytest.mark.parametrize("shape,filters,kernel,pad", [
+    ((2, 3, 30, 30), 64, (7, 7), (3, 3)),          # a 7x7/2 stem: phases of 16, 12, 12 and 9 taps
+    ((2, 4, 40, 35), 96, (3, 3), (1, 1)),          # odd width: the last phase block reads g's padding
+])
+def test_strided_data_gradients_onto_few_channels_are_tap_products(tmp_path_factory, monkeypatch, shape, filters,
+                                                                   kernel, pad):
+    # d data of a stride-2 layer onto 3-4 channels: every tap's product through the matmul
+    # kernel, then each output phase a sum of its taps' windows
+    from aotexec.ops import conv
+    from aotexec.pipeline import program
+    _available(tmp_path_factory)
+    monkeypatch.setattr(program, "_programs", type(program._programs)())      # lowered again, not memoized
+    made = []
+    products = conv.tap_products
+    monkeypatch.setattr(conv, "tap_products", lambda *a: made.append(products(*a)) or made[-1])
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = (rng.standard_normal((filters, shape[1]) + kernel) * 0.1).astype(np.float32)
+    ex, y, g = _channels_last_layer(rng, x, w, kernel=kernel, stride=(2, 2), pad=pad)
+    n, c, h, wd = shape
+    oh, ow = g.shape[2:]
+    dxp = np.zeros((n, c, h + 2 * pad[0] + kernel[0], wd + 2 * pad[1] + kernel[1]))
+    for ky in range(kernel[0]):
+        for kx in range(kernel[1]):
+            dxp[:, :, ky:ky + 2 * oh:2, kx:kx + 2 * ow:2] += np.einsum(
+                "nfhw,fc->nchw", g.astype(np.float64), w[:, :, ky, kx].astype(np.float64))
+    _check("grad data", ex.grad_dict["data"].asnumpy(), dxp[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + wd])
+    assert len(made) == 1 and made[0] is not None
+
+
 @pytest.mark.parametrize("shape,stride,pad,dilate", [
     ((2, 40, 9, 9), (1, 1), (1, 1), (1, 1)),      # 40 = 32 + 8 channels
     ((2, 33, 10, 10), (2, 2), (1, 1), (1, 1)),    # MobileNet's strided layers

@@ -11,7 +11,8 @@ from ..kernels import conv as kernel_conv
 from ..kernels import depthwise as kernel_depthwise
 from ..kernels import matmul as kernel_matmul
 from ..symbolic import any_dynamic
-from .conv_forms import (MAX_OFFSETS, conv_nhwc_wide, convolution, im2col_nhwc, one_axis, small_map_im2col, weight_grad,
+from .conv_forms import (MAX_OFFSETS, TAP_PRODUCTS_MAX_CHANNELS, conv_nhwc_wide, convolution, im2col_nhwc, one_axis,
+                         small_map_im2col, tap_products, tap_sum, weight_grad,
                          weight_grad_offsets, windows)
 from .nhwc import NHWC_SPATIAL, TO_NCHW, ChannelsLast, LayoutQuery, first_nhwc, to_nhwc
 from .params import Shape
@@ -382,6 +383,11 @@ def strided_data_grad_nhwc(b: Emitter, g: Value, w: Value, x_shape, kernel, stri
     # positions (y + pad) of the padded input, as (phase-block Z, phase r): Z < blocks
     blocks = [-(-(xi + q) // s) for xi, q, s in zip((h, wd), pad, stride)]
     flipped = b.fence(b.transpose(b.reverse(w, [2, 3]), (2, 3, 0, 1)))               # (KH, KW, F, C)
+    # few channels: every tap's product at once, each phase a sum of its taps' windows (the
+    # phase block Z reads g's pixel Z - u through tap r + s u), g padded so each is in bounds
+    lo = [-(-k // s) - 1 for k, s in zip(kernel, stride)]
+    y = tap_products(b, g, w, lo, [max(z - o, 0) for z, o in zip(blocks, g.shape[1:3])]) \
+        if c < TAP_PRODUCTS_MAX_CHANNELS else None
     rows = []
     for ry in range(stride[0]):
         cols = []
@@ -390,6 +396,9 @@ def strided_data_grad_nhwc(b: Emitter, g: Value, w: Value, x_shape, kernel, stri
             shape = (n, blocks[0], blocks[1], c)
             if min(taps) <= 0:
                 v = b.full_like(g, 0.0, shape)
+            elif y is not None:
+                v = tap_sum(b, y, [(lo[0] - u, lo[1] - t, (ry + stride[0] * u) * kernel[1] + rx + stride[1] * t)
+                                   for u in range(taps[0]) for t in range(taps[1])], blocks, c)
             elif taps == [1, 1]:
                 # one tap (ResNet's 1x1/2 shortcuts; the odd phase of 3x3/2): a matmul with the
                 # tap as a (C, F) matrix, as FullyConnected's weight (an (F, C) one, or a 1x1

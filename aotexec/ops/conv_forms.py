@@ -365,3 +365,37 @@ def im2col_nhwc(b: Emitter, x: Value, wt: Value, out_shape, stride, pads, dilati
         if flat is not None:
             return b.reshape(flat, (n, oh, ow, f))
     return b.dot_general(patches, wmat, contract=([3], [0]))
+
+
+# --- data gradients onto few channels, through one product per tap ---
+# strided layers' data gradients onto fewer channels than this (ResNet v2's 7x7/2 stem, behind
+# the BatchNorm on its data): IREE 3.13 vectorizes its convolutions over the output channels,
+# 3 here (the stem's four phase convolutions: 13% of ResNet-18 v2's b16 training step)
+TAP_PRODUCTS_MAX_CHANNELS = 8
+
+
+def tap_products(b: Emitter, g: Value, w: Value, lo: Sequence[int], hi: Sequence[int]) -> Value | None:
+    """The NHWC head gradient ``g`` (N, OH, OW, F), zero-padded by ``lo`` / ``hi`` pixels, times
+    every tap of the OIHW weight ``w`` (F, C, KH, KW): (N, OH + lo + hi, OW + lo + hi, KH KW C),
+    tap (ky, kx)'s C channels from (ky KW + kx) C on. One product through the matmul kernel;
+    None where the kernel does not take it (``tap_sum`` reads it)."""
+    n, oh, ow, f = g.shape
+    _, c, kh, kw = w.shape
+    ph, pw = oh + lo[0] + hi[0], ow + lo[1] + hi[1]
+    if any_dynamic(g.shape) or not kernel_matmul.takes(b, 1, n * ph * pw, kh * kw * c, f, alone=True):
+        return None
+    gp = b.pad(g, 0.0, (0, lo[0], lo[1], 0), (0, hi[0], hi[1], 0))
+    wm = b.reshape(b.transpose(w, (0, 2, 3, 1)), (f, kh * kw * c))
+    y = b.dot_general(b.reshape(gp, (n * ph * pw, f)), wm, contract=([1], [0]), alone=True)
+    return b.reshape(y, (n, ph, pw, kh * kw * c))
+
+
+def tap_sum(b: Emitter, y: Value, taps: Sequence[tuple[int, int, int]], out_hw: Sequence[int], c: int) -> Value:
+    """The sum over ``taps`` (row shift, column shift, ky KW + kx) of windows of ``y``
+    (``tap_products``): out[n, i, j] = sum y[n, i + row shift, j + column shift, the tap's C channels]."""
+    n = y.shape[0]
+    acc = None
+    for dy, dx, tap in taps:
+        t = b.slice(y, (0, dy, dx, tap * c), (n, dy + out_hw[0], dx + out_hw[1], tap * c + c))
+        acc = t if acc is None else b.add(acc, t)
+    return acc
