@@ -159,12 +159,13 @@ def test_resnet18_training_module_grows_with_the_layers_not_the_tensors(monkeypa
     sym = resnet18_v1()
     layers, per_layer = 21, 600
     # small strided layers (ops.conv.strided_as_im2col: batch 2's 7x7 maps) are im2col + matmul,
-    # and Winograd's tile size depends on the tile count (F(4x4) from winograd.MIN_TILES_F4): forms
-    # chosen by size, bounded below, kept fixed for the same-ops comparisons
+    # and Winograd and its tile size depend on the tile count (from winograd.MIN_TILES, F(4x4) from
+    # MIN_TILES_F4): forms chosen by size, bounded below, kept fixed for the same-ops comparisons
     from aotexec.ops import conv, winograd
     assert all(sum(c.values()) < per_layer * layers for c in _training_ops(sym, (2, 3, 224, 224)).values())
     monkeypatch.setattr(conv, "STRIDED_IM2COL_MAX_PIXELS", 0)
     monkeypatch.setattr(winograd, "MIN_TILES_F4", 0)
+    monkeypatch.setattr(winograd, "MIN_TILES", 0)
     base = _training_ops(sym, (16, 3, 224, 224))
     assert all(sum(c.values()) < per_layer * layers for c in base.values()), \
         {k: sum(c.values()) for k, c in base.items()}

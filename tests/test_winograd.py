@@ -12,6 +12,13 @@ from aotexec.ops import winograd
 from aotexec.runtime.bind_args import bind_typing
 
 S = ax.sym
+MIN_TILES = winograd.MIN_TILES
+
+
+@pytest.fixture(autouse=True)
+def _small_maps_too(monkeypatch):
+    # these tests' maps are small (fewer tiles than the default's batch-1 7x7 cut-off): Winograd at any size
+    monkeypatch.setattr(winograd, "MIN_TILES", 0)
 
 
 def _conv_nchw(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
@@ -158,7 +165,8 @@ def test_winograd_products_through_the_kernel_match_numpy(m, monkeypatch):
     np.testing.assert_allclose(inf.outputs[0].asnumpy(), (q * q).sum(), rtol=1e-5)
 
 
-def test_winograd_is_the_form_emitted_for_wide_3x3_layers_only():
+def test_winograd_is_the_form_emitted_for_wide_3x3_layers_only(monkeypatch):
+    monkeypatch.setattr(winograd, "MIN_TILES", MIN_TILES)
     def batched_matmuls(c: int, shape, m: int) -> int:
         sym = S.Convolution(S.Variable("data"), kernel=(3, 3), pad=(1, 1), num_filter=c, name="conv")
         typing = bind_typing(sym, {"data": shape}, {})
@@ -171,9 +179,11 @@ def test_winograd_is_the_form_emitted_for_wide_3x3_layers_only():
     # 64 channels: F(2x2) while the transformed tiles stay small (56x56 at batch 1, not at batch 16)
     assert tile((3, 3), (1, 1), (1, 1), 64, 64, (1, 56, 56, 64)) == 2
     assert tile((3, 3), (1, 1), (1, 1), 64, 64, (16, 56, 56, 64)) == 0
-    assert tile((3, 3), (1, 1), (1, 1), 128, 128, (1, 8, 8, 128)) == 2
+    assert tile((3, 3), (1, 1), (1, 1), 128, 128, (2, 8, 8, 128)) == 2
     assert tile((3, 3), (1, 1), (1, 1), 512, 512, (16, 7, 7, 512)) == 4
-    assert tile((3, 3), (1, 1), (1, 1), 512, 512, (1, 7, 7, 512)) == 2
-    assert tile((3, 3), (2, 2), (1, 1), 128, 128, (1, 8, 8, 128)) == 0
-    assert tile((3, 3), (1, 1), (2, 2), 128, 128, (1, 8, 8, 128)) == 0
-    assert tile((5, 5), (1, 1), (1, 1), 128, 128, (1, 8, 8, 128)) == 0
+    assert tile((3, 3), (1, 1), (1, 1), 512, 512, (2, 7, 7, 512)) == 2
+    # too few tiles (16: a 7x7 map at batch 1) for the transformed weights' reads to pay
+    assert tile((3, 3), (1, 1), (1, 1), 512, 512, (1, 7, 7, 512)) == 0
+    assert tile((3, 3), (2, 2), (1, 1), 128, 128, (2, 8, 8, 128)) == 0
+    assert tile((3, 3), (1, 1), (2, 2), 128, 128, (2, 8, 8, 128)) == 0
+    assert tile((5, 5), (1, 1), (1, 1), 128, 128, (2, 8, 8, 128)) == 0

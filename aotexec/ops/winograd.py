@@ -31,6 +31,10 @@ SMALL_TILES_BYTES = 4 << 20
 # 7-9% faster); with few tiles they read 36/16 as many transformed weights as F(2x2) for the
 # same outputs (batch 1's 7x7 and 14x14 maps: slower)
 MIN_TILES_F4 = 64
+# and Winograd at all from this many F(2x2) tiles: with fewer (7x7 maps at batch 1: 16) the
+# products read 16/9 of the weight for too few rows, and the direct kernel is faster (ResNet-18 /
+# 50 b1 inference 4.5% / 2.9%; 14x14's 49 tiles stay Winograd: 1.3% slower without)
+MIN_TILES = 32
 # weight gradients of 3x3 stride-1 layers from 64 channels as F(4x4) tile products: ResNet-18's
 # batch-16 training step 8% faster than one contraction per kernel offset (which packs each
 # offset's window: 9x the input through memory); F(2x2) there was slower than per offset
@@ -61,6 +65,8 @@ def tile(kernel, stride, dilate, channels_in: int, channels_out: int, shape) -> 
         return 0
     c = min(channels_in, channels_out)
     n, h, w = shape[:3]
+    if n * ceil_div(h, 2) * ceil_div(w, 2) < MIN_TILES:
+        return 0
     if c >= MIN_CHANNELS:
         return 4 if n * ceil_div(h, 4) * ceil_div(w, 4) >= MIN_TILES_F4 else 2
     tiles = 16 * n * ((h + 1) // 2) * ((w + 1) // 2) * channels_in * 4
