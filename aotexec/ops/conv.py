@@ -299,11 +299,12 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
     n, h, wd, c = xl.shape
     _, oh, ow, o = g.shape
     kernel, stride, dilate, pad = p.kernel, p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
+    dx = None
     if any(s > 1 for s in stride) and all(d == 1 for d in dilate) and not any_dynamic(g.shape):
         dx = strided_data_grad_nhwc(b, g, w, (n, h, wd, c), kernel, stride, pad)
-    elif tuple(kernel) == (1, 1) and tuple(pad) == (0, 0) and (dx := pointwise_data_grad(b, g, b.reshape(w, (o, c)))):
-        pass
-    else:
+    elif tuple(kernel) == (1, 1) and tuple(pad) == (0, 0):
+        dx = pointwise_data_grad(b, g, w)
+    if dx is None:
         # g convolved (lhs-dilated by the stride) with the flipped weight, in/out swapped
         pads = [(d * (k - 1) - q, xi - s * (gi - 1) - 1 + q)
                 for xi, gi, k, s, d, q in zip((h, wd), (oh, ow), kernel, stride, dilate, pad)]
@@ -349,14 +350,15 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
 
 
 def pointwise_data_grad(b: Emitter, g: Value, w: Value) -> Value | None:
-    """g (N, H, W, O) . w (O, C) as one 2-D product through the matmul kernel, from the depth O
-    at which forward's 1x1 layers take it (ResNet-50 b16 training 1.5% faster; as IREE's 2-D
-    matmul below that depth, DenseNet-121 1.2% slower than its 4-D form); None elsewhere."""
+    """g (N, H, W, O) . w (O, C, 1...) as one 2-D product through the matmul kernel, from the
+    depth O at which forward's 1x1 layers take it (ResNet-50 b16 training 1.5% faster; as IREE's
+    2-D matmul below that depth, DenseNet-121 1.2% slower than its 4-D form); None elsewhere."""
     n, h, wd, o = g.shape
-    if not POINTWISE_GRAD_AS_MATMUL or any_dynamic(g.shape) or not kernel_matmul.takes(b, 1, n * h * wd, w.shape[1], o):
+    c = w.shape[1]
+    if not POINTWISE_GRAD_AS_MATMUL or any_dynamic(g.shape) or not kernel_matmul.takes(b, 1, n * h * wd, c, o):
         return None
-    dx = b.dot_general(b.reshape(g, (n * h * wd, o)), w, contract=([1], [0]))
-    return b.reshape(dx, (n, h, wd, w.shape[1]))
+    dx = b.dot_general(b.reshape(g, (n * h * wd, o)), b.reshape(w, (o, c)), contract=([1], [0]))
+    return b.reshape(dx, (n, h, wd, c))
 
 
 def _conv_nhwc_any_pad(b: Emitter, x: Value, wt: Value, out_shape, pads, lhs_dilation, rhs_dilation,

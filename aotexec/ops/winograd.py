@@ -177,6 +177,33 @@ def conv3x3_nhwc(b: Emitter, x: Value, w: Value, out_shape, pad: tuple[int, int]
     return y
 
 
+def _g_tiles(b: Emitter, g: Value, mat, th: int, tw: int, m: int, rows: int) -> Value:
+    """A g A^T of every m x m tile of the NHWC head gradient ``g`` (zeros up to th x tw whole
+    tiles): ((m+2)^2, ``rows``, F), zero rows past the tiles."""
+    dy = kernel_winograd.tiles(b, g, mat, th, tw, m, (0, 0), rows=rows)
+    if dy is not None:
+        return dy
+    n, oh, ow, f = g.shape
+    gp = b.pad(g, 0.0, (0, 0, 0, 0), (0, m * th - oh, m * tw - ow, 0))
+    dy = _transform(b, _transform(b, gp, 1, th, m, mat), 3, tw, m, mat)            # (Tb, Ta, N, TH, TW, F)
+    dy = b.reshape(dy, ((m + 2) ** 2, n * th * tw, f))
+    return dy if rows == n * th * tw else b.pad(dy, 0.0, (0, 0, 0), (0, rows - n * th * tw, 0))
+
+
+def _tile_products(b: Emitter, v: Value, g: Value, mat, th: int, tw: int, m: int) -> Value | None:
+    """sum over the tiles of v (T^2, R, C) times g's tiles (T^2, R, F) through the matmul
+    kernel, (T^2, C, F): v read as it is (A stored (R, C)), g's tiles as the tiles kernel writes
+    them packed where it takes them; None where the matmul kernel does not take it."""
+    t2, r, c = v.shape
+    f = g.shape[3]
+    if not kernel_matmul.takes(b, t2, c, f, r, alone=True):
+        return None
+    packed = kernel_winograd.tiles(b, g, mat, th, tw, m, (0, 0), rows=r, packed=True)
+    if packed is not None:
+        return kernel_matmul.packed_product(b, v, packed, f, a_trans=True)
+    return kernel_matmul.call(b, v, _g_tiles(b, g, mat, th, tw, m, r), [1], [1], [0], [0], alone=True)
+
+
 def weight_grad(b: Emitter, x: Value, g: Value, pad: tuple[int, int], m: int) -> Value:
     """d weight (OIHW (F, C, 3, 3)) of the 3x3 stride-1 convolution of NHWC ``x`` padded by
     ``pad`` from its NHWC head gradient ``g``: the forward's identity differentiated,
@@ -188,26 +215,10 @@ def weight_grad(b: Emitter, x: Value, g: Value, pad: tuple[int, int], m: int) ->
     c = x.shape[3]
     th, tw = ceil_div(oh, m), ceil_div(ow, m)
     v = _input_tiles(b, x, pad, th, tw, m)                                       # (T^2, R, C), zero past P
-    p, r = n * th * tw, v.shape[1]
-    # the kernel (``kernels.matmul``) reads v as it is (A stored (R, C)) and the tiles of g as
-    # the tiles kernel writes them packed; for IREE's matmuls, tiles innermost: the (C x R)
-    # (R x F)^T products in the layout they pack directly
-    du = None
-    if x.dtype == g.dtype == np.float32 and kernel_matmul.takes(b, t * t, c, f, r, alone=True):
-        packed = kernel_winograd.tiles(b, g, a_t.T, th, tw, m, (0, 0), rows=r, packed=True)
-        if packed is not None:
-            du = kernel_matmul.packed_product(b, v, packed, f, a_trans=True)    # (T^2, C, F)
-    dy = None if du is not None else kernel_winograd.tiles(b, g, a_t.T, th, tw, m, (0, 0), rows=r)
-    if du is None and dy is None:
-        gp = b.pad(g, 0.0, (0, 0, 0, 0), (0, m * th - oh, m * tw - ow, 0))
-        dy = _transform(b, _transform(b, gp, 1, th, m, a_t.T), 3, tw, m, a_t.T)     # (Tb, Ta, N, TH, TW, F)
-        dy = b.reshape(dy, (t * t, p, f))
-        if r != p:
-            dy = b.pad(dy, 0.0, (0, 0, 0), (0, r - p, 0))                    # (T^2, R, F): the sum over R
-    if du is None and b.kernels is not None:
-        du = kernel_matmul.call(b, v, dy, [1], [1], [0], [0], alone=True)
-    if du is None:
-        du = b.dot_general(b.transpose(v, (0, 2, 1)), b.transpose(dy, (0, 2, 1)),
+    r = v.shape[1]
+    du = _tile_products(b, v, g, a_t.T, th, tw, m) if x.dtype == g.dtype == np.float32 else None
+    if du is None:      # IREE's matmuls: tiles innermost, the (C x R) (R x F)^T products in the layout they pack
+        du = b.dot_general(b.transpose(v, (0, 2, 1)), b.transpose(_g_tiles(b, g, a_t.T, th, tw, m, r), (0, 2, 1)),
                            contract=([2], [2]), batch=([0], [0]))                # (T^2, C, F)
     g_t = g_mat.T.astype(x.dtype)
     dw = _transform(b, _transform(b, b.reshape(du, (t, t, c, f)), 1, 1, 1, g_t), 1, 1, 1, g_t)   # (3j, 3i, 1, 1, C, F)
