@@ -72,6 +72,28 @@ def test_dots_policy_keeps_strided_pooling():
     assert {"conv", "pool"} <= saved and "relu" not in saved, saved
 
 
+def test_dots_policy_cuts_chains_of_residual_adds():
+    """Recomputing a chain of ResNet v1 blocks' outputs would make each reader of the last one
+    read every block's convolution output: an add whose recomputation would read more than
+    ``MAX_SOURCES`` of them is kept, and the chain restarts from it."""
+    from aotexec.passes.mirror import MAX_SOURCES
+    blocks = MAX_SOURCES + 2
+    x = ax.sym.Variable("data")
+    for i in range(blocks):
+        y = ax.sym.BatchNorm(ax.sym.Convolution(x, kernel=(1, 1), num_filter=4, name=f"conv{i}"), name=f"bn{i}")
+        x = ax.sym.Activation(x + y if i else y, act_type="relu", name=f"relu{i}")
+    net = ax.sym.MakeLoss(ax.sym.sum(x))
+    t = bind_typing(net, {"data": (2, 4, 3, 3)}, {})
+    reqs = {n: ("null" if n == "data" else "write") for n in net.list_arguments()}
+    plan = pipeline.training_plan(net, t, reqs, "dots")
+    adds = [e.node for e in plan.residuals if e.node.op is not None and e.node.op.name == "elemwise_add"]
+    assert len(adds) == 1, [e.node.name for e in plan.residuals]     # block MAX_SOURCES's add: reads 4
+    kept = {id(e.node) for e in plan.residuals}
+    for n in plan.typing.graph.nodes:      # no recomputation reads more than MAX_SOURCES kept activations
+        if n.mirror_of is not None:
+            assert sum(id(e.node) in kept and e.node.op is not None and e.node.op.name != "BatchNorm"
+                       for e in n.inputs) <= 2
+
 def test_recomputed_batch_norm_reads_forward_statistics():
     """BatchNorm recomputed in backward normalizes with the batch mean and 1/std forward
     computed: backward has no more reductions than without mirroring (each batch statistic

@@ -47,6 +47,8 @@ from .plan_memory import entry_bytes, plan_memory
 
 # ``auto`` recomputes when the saved activations and the plan shrink by this fraction at least
 AUTO_GAIN = 0.1
+# ``dots`` keeps a node whose recomputation would read more kept activations than this
+MAX_SOURCES = 3
 
 
 def _forced(node: Node) -> bool:
@@ -72,10 +74,12 @@ def mirror(gg: GradientGraph, policy: str) -> GradientGraph:
     by_policy = _kept(policy)
     outputs = {id(e.node) for e in gg.forward_heads}      # alive anyway: the executor's outputs
 
-    def kept(node: Node) -> bool:
-        return id(node) in outputs and not _forced(node) or by_policy(node)
-
     forward = IndexedGraph(gg.forward_heads).nodes
+    fanned_in = _fanned_in(forward, by_policy) if policy == "dots" else set()
+
+    def kept(node: Node) -> bool:
+        return id(node) in outputs and not _forced(node) or by_policy(node) or id(node) in fanned_in
+
     if all(kept(n) for n in forward):
         return gg
     fwd = {id(n) for n in forward}
@@ -111,6 +115,28 @@ def mirror(gg: GradientGraph, policy: str) -> GradientGraph:
         rebuilt[id(n)] = dataclasses.replace(n, inputs=ins, control_deps=list(n.control_deps))
     return GradientGraph(list(gg.forward_heads), {k: mapped(e) for k, e in gg.grad_heads.items()},
                          {k: mapped(e) for k, e in gg.aux_updates.items()}, dict(gg.head_grad_vars))
+
+
+def _fanned_in(forward: list[Node], kept: Callable[[Node], bool]) -> set[int]:
+    """Forward nodes (topological order) that ``dots`` keeps although recomputable: elementwise
+    nodes joining computed values whose recomputation would read more than ``MAX_SOURCES``
+    kept activations.  Recomputing a ResNet v1 block's output reads its BatchNorm's input and
+    the previous block's output, itself recomputed: each reader of a stage's last block output
+    would read every block's convolution output of the stage.  Concatenations are not cut:
+    keeping DenseNet's made its step slower."""
+    sources: dict[int, frozenset[int]] = {}
+    out: set[int] = set()
+    for n in forward:
+        if kept(n) and not _forced(n):
+            sources[id(n)] = frozenset() if n.op is None else frozenset((id(n),))
+            continue
+        s = frozenset().union(*(sources[id(e.node)] for e in n.inputs))
+        joins = n.op.inplace and sum(e.node.op is not None for e in n.inputs) > 1
+        if joins and len(s) > MAX_SOURCES and not _forced(n):
+            out.add(id(n))
+            s = frozenset((id(n),))
+        sources[id(n)] = s
+    return out
 
 
 def _keeps(node: Node) -> tuple[int, ...]:
