@@ -7,7 +7,7 @@ MLIR lines by hand, and ``iree.compiler.ir`` errors name the node. Rules call th
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -78,6 +78,7 @@ class Emitter(Reductions, DynamicDims):
         self._transposed: dict[str, tuple[Value, tuple[int, ...]]] = {}   # transpose result -> (source, perm)
         self._free_transposes: set[str] = set()     # transposes emitted as reshapes: no layout to fence
         self._fenced_view: dict[str, tuple[Value, tuple[int, ...]]] = {}  # value -> (fenced transpose, perm)
+        self._channel_sums: dict[str, tuple[int, Callable[[], Value]]] = {}   # value -> (axis, its sums): ``channel_sums``
         self._dim_sources: dict[tuple, tuple[Value, int]] = {}   # dynamic dim (polynomial) -> (argument, axis)
         self._dim_values: dict[tuple, Value] = {}                # dynamic dim -> its tensor<i64>, in the prologue
         self._dim_index: dict[tuple, str] = {}                   # dynamic dim -> its index value, in the prologue

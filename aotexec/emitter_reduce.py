@@ -3,7 +3,7 @@ channels-last values in row blocks (llvm-cpu)."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -50,6 +50,26 @@ class Reductions:
         if block:
             return rows // block
         return 0 if rows % self.COLUMN_CHUNKS else self.COLUMN_CHUNKS
+
+    def know_channel_sums(self, x: Value, axis: int, sums: Callable[[], Value]) -> None:
+        """Record that ``sums()`` emits x summed over every dim but ``axis`` in closed form (an op
+        whose gradient's sums follow from values it has), for ``channel_sums``."""
+        self._channel_sums[x.name] = (axis % x.ndim, sums)
+
+    def channel_sums(self, x: Value, axis: int) -> Value:
+        """x summed over every dim but ``axis`` (a bias gradient): the closed form recorded by
+        ``know_channel_sums`` where there is one, else a reduction."""
+        known = self._channel_sums.get(x.name)
+        if known is not None and known[0] == axis % x.ndim:
+            return known[1]()
+        dims = [i for i in range(x.ndim) if i != axis % x.ndim]
+        if x.ndim < 3 or self.has_fenced_view(x):
+            return self.reduce(x, dims, "add")
+        # over the batch first, then the rest: one reduction over all of them, fused with a weight
+        # gradient's contraction, made IREE 3.13's llvm-cpu codegen fail at random (invalid
+        # vector.contract; 1 compile in 3 of the train_step of a 3-channel conv-BatchNorm net
+        # with its BatchNorm recomputed); a fenced layout copy of x is summed instead (``reduce``)
+        return self.reduce(self.reduce(x, [0], "add"), [d - 1 for d in dims[1:]], "add")
 
     def has_fenced_view(self, x: Value) -> bool:
         """Whether ``fenced_transpose`` made a layout copy of ``x`` (which ``reduce`` reads)."""

@@ -84,3 +84,35 @@ def test_conv_batchnorm_block_trains_on_every_context(ctx):
     np.testing.assert_allclose(o2, o1, rtol=1e-4, atol=1e-5)
     for n in g1:
         np.testing.assert_allclose(g2[n], g1[n], rtol=1e-3, atol=1e-4, err_msg=n)
+
+
+@pytest.mark.parametrize("global_stats", [False, True])
+def test_bias_gradient_before_batchnorm_matches_numpy(global_stats):
+    """A convolution's bias gradient where its output feeds a BatchNorm comes from BatchNorm's
+    own sums (``Emitter.channel_sums``): zero with batch statistics, scale * sum(g) with global
+    ones. A 1x1 identity convolution makes BatchNorm's input data + bias for numpy."""
+    shape, c = (4, 3, 5, 5), 3
+    x = ax.sym.Convolution(ax.sym.Variable("data"), kernel=(1, 1), num_filter=c, name="conv")
+    net = ax.sym.BatchNorm(x, fix_gamma=False, eps=EPS, use_global_stats=global_stats, name="bn")
+    ex = net.simple_bind(ax.cpu(), grad_req="write", data=shape)
+    rng = np.random.default_rng(4)
+    data = rng.normal(0.5, 2.0, shape).astype(np.float32)
+    bias = np.array([0.1, -0.2, 0.3], np.float32)
+    gamma = rng.uniform(0.5, 1.5, c).astype(np.float32)
+    moving_var = rng.uniform(0.5, 2.0, c).astype(np.float32)
+    g = rng.uniform(-1, 1, shape).astype(np.float32)
+    ex.arg_dict["conv_weight"][:] = np.eye(c, dtype=np.float32).reshape(c, c, 1, 1)
+    ex.arg_dict["conv_bias"][:] = bias
+    ex.arg_dict["bn_gamma"][:] = gamma
+    ex.arg_dict["bn_beta"][:] = 0.0
+    ex.aux_dict["bn_moving_mean"][:] = 0.0
+    ex.aux_dict["bn_moving_var"][:] = moving_var
+    ex.forward(is_train=True, data=data)
+    ex.backward(ax.nd.array(g))
+    y = data.astype(np.float64) + bias.reshape(1, c, 1, 1)
+    if global_stats:
+        dy = g * (gamma / np.sqrt(moving_var + EPS)).reshape(1, c, 1, 1)
+    else:
+        dy = _numpy_batchnorm(y, gamma, np.zeros(c), g.astype(np.float64))[1]
+    np.testing.assert_allclose(ex.grad_dict["conv_bias"].asnumpy(), dy.sum((0, 2, 3)), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ex.grad_dict["data"].asnumpy(), dy, rtol=1e-3, atol=1e-4)

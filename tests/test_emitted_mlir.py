@@ -326,3 +326,16 @@ def test_wide_pointwise_layers_on_small_maps_are_matmuls():
     assert wide.get("convolution", 0) == 0 and wide["dot_general"] == 1
     assert counts(64, (1, 64, 14, 14))["convolution"] == 1
     assert counts(256, (16, 256, 28, 28))["convolution"] == 1          # 12,544 pixels
+
+
+def test_bias_gradient_before_batchnorm_reads_no_map():
+    """A convolution's bias gradient where a BatchNorm reads its output is BatchNorm's closed
+    form (``Emitter.channel_sums``), not another reduction over the output gradient: the
+    training module has as many reductions as without the bias."""
+    def net(no_bias: bool):
+        x = ax.sym.Convolution(ax.sym.Variable("data"), kernel=(3, 3), pad=(1, 1), num_filter=8,
+                               no_bias=no_bias, name="conv")
+        x = ax.sym.Activation(ax.sym.BatchNorm(x, fix_gamma=False, name="bn"), act_type="relu")
+        return ax.sym.SoftmaxOutput(ax.sym.FullyConnected(x, num_hidden=4, name="fc"), name="softmax")
+    with_bias, without = (_total(_training_ops(net(nb), (4, 3, 16, 16))) for nb in (False, True))
+    assert with_bias.get("reduce", 0) == without.get("reduce", 0) > 0, (with_bias, without)

@@ -113,18 +113,6 @@ def conv_weight_grad(b, x, g, kernel, stride, dilate, pad, groups: int):
     return weight_grad(b, x, g, kernel, stride, dilate, pad, groups)
 
 
-def _channel_sum(b, g):
-    """The bias gradient. Where the weight gradient made no fenced layout copy of g (which
-    ``Emitter.reduce`` sums instead, see there), over the batch first, then space: one
-    reduction over all of them, fused with the weight gradient's contraction, made IREE
-    3.13's llvm-cpu codegen fail at random (invalid vector.contract; 1 compile in 3 of the
-    same module: train_step of a 3-channel conv-BatchNorm net with its BatchNorm recomputed)."""
-    dims = [i for i in range(g.ndim) if i != 1]
-    if g.ndim < 3 or b.has_fenced_view(g):
-        return b.reduce(g, dims, "add")
-    return b.reduce(b.reduce(g, [0], "add"), [d - 1 for d in dims[1:]], "add")
-
-
 @differentiable(Convolution, ("ograd0", "in0", "in1"))
 def _conv_grad(ctx, p: ConvolutionParam, g, x, w):
     """[d data (a transposed convolution of g), d weight, d bias]."""
@@ -132,7 +120,7 @@ def _conv_grad(ctx, p: ConvolutionParam, g, x, w):
     stride, dilate, pad = p.spatial("stride", 1), p.spatial("dilate", 1), p.spatial("pad", 0)
     dx = transposed_conv(b, g, w, x.shape, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(0) else None
     dw = conv_weight_grad(b, x, g, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(1) else None
-    return [dx, dw] if p.no_bias else [dx, dw, _channel_sum(b, g)]
+    return [dx, dw] if p.no_bias else [dx, dw, b.channel_sums(g, 1)]
 
 
 # --- Convolution channels-last (passes.layout): 2-D convolutions between NHWC activations
@@ -343,9 +331,7 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
         dw = weight_grad(b, b.transpose(xl, TO_NCHW), b.transpose(g, TO_NCHW), kernel, stride, dilate, pad, 1)
     out = [dx, dw]
     if not p.no_bias:
-        # over the batch first, then space: reducing dims 0-2 at once fused with the weight
-        # contractions above into a dispatch IREE 3.13's llvm-cpu codegen rejects
-        out.append(b.reduce(b.reduce(g, [0], "add"), [0, 1], "add"))
+        out.append(b.channel_sums(g, 3))
     return out
 
 
@@ -473,7 +459,7 @@ def depthwise_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Valu
         dw = b.reshape(b.concatenate(parts, 1), (c, 1) + tuple(kernel))
     out = [dx, dw]
     if not p.no_bias:
-        out.append(b.reduce(b.reduce(g, [0], "add"), [0, 1], "add"))
+        out.append(b.channel_sums(g, 3))
     return out
 
 
@@ -563,4 +549,4 @@ def _deconv_grad(ctx, p: DeconvolutionParam, g, x, w):
     dx = deconv_data_grad(b, g, w, x.shape, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(0) else None
     # y[o*s + j*d - q] += x[i] w[j]: the weight gradient of a convolution of g by x
     dw = conv_weight_grad(b, g, x, p.kernel, stride, dilate, pad, p.num_group) if ctx.wants(1) else None
-    return [dx, dw] if p.no_bias else [dx, dw, _channel_sum(b, g)]
+    return [dx, dw] if p.no_bias else [dx, dw, b.channel_sums(g, 1)]

@@ -66,7 +66,7 @@ def _fc_grad(ctx, p: FullyConnectedParam, g, x, w):
     dw = b.dot_general(g2, x2, contract=([0], [0]))
     grads = [dx, dw]
     if not p.no_bias:
-        grads.append(b.reduce(g2, [0], "add"))
+        grads.append(b.channel_sums(g, 1) if g.ndim == 2 else b.reduce(g2, [0], "add"))
     return grads
 
 

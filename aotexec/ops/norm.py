@@ -155,6 +155,11 @@ def _batch_norm_grad_from(ctx, p: BatchNormParam, g, x, gamma, moving_mean, movi
         m = p.momentum
         new_mean = b.add(b.mul(moving_mean, m), b.mul(mean, 1.0 - m))
         new_var = b.add(b.mul(moving_var, m), b.mul(var, 1.0 - m))
+    # dx summed over all but the channel axis (a bias gradient before this BatchNorm): with batch
+    # statistics exactly zero, sum(xhat) being zero (MXNet's sum is rounding noise around it);
+    # with global ones, scale * sum(g)
+    b.know_channel_sums(dx, axis, (lambda: b.mul(dbeta, scale)) if p.use_global_stats else
+                        (lambda: b.full_like(dbeta, 0.0)))
     dgamma = b.full_like(gamma, 0.0) if p.fix_gamma else dgamma_raw
     return [dx, dgamma, dbeta, new_mean, new_var]
 
