@@ -464,10 +464,16 @@ def _channels_last_layer(rng, x, w, **conv):
     return ex, y, g
 
 
-@pytest.mark.parametrize("stride", [(1, 1), (2, 2)])
-def test_deep_pointwise_data_gradients_through_the_kernel_match_numpy(tmp_path_factory, monkeypatch, stride):
-    # a 1x1 layer of 256 filters: its data gradient contracts 256 deep, one 2-D product through
-    # the matmul kernel (strided: the one phase that has a tap)
+@pytest.mark.parametrize("filters,channels,stride,through", [
+    (256, 40, (1, 1), [True, False]),      # 256 deep: the kernel's depth where a pass follows
+    (256, 40, (2, 2), [True, False]),      # strided: the one phase that has a tap
+    (160, 136, (1, 1), [True, True]),      # both sides >= 128: the kernel, the product alone
+    (160, 40, (1, 1), [False, False]),     # 40 columns of dx: IREE's contraction
+])
+def test_pointwise_data_gradients_through_the_kernel_match_numpy(tmp_path_factory, monkeypatch, filters, channels,
+                                                                  stride, through):
+    # a 1x1 layer's data gradient as one 2-D product through the matmul kernel where it takes
+    # it (``conv.pointwise_data_grad``); the identity layer before it is the second call
     from aotexec.ops import conv
     from aotexec.pipeline import program
     _available(tmp_path_factory)
@@ -476,14 +482,13 @@ def test_deep_pointwise_data_gradients_through_the_kernel_match_numpy(tmp_path_f
     grad = conv.pointwise_data_grad
     monkeypatch.setattr(conv, "pointwise_data_grad", lambda b, g, w: calls.append((g.shape[3], grad(b, g, w))) or calls[-1][1])
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((2, 40, 24, 24)).astype(np.float32)       # 40 = 32 + 8 columns of dx
-    w = (rng.standard_normal((256, 40, 1, 1)) * 0.1).astype(np.float32)
+    x = rng.standard_normal((2, channels, 24, 24)).astype(np.float32)       # 40 = 32 + 8 columns of dx
+    w = (rng.standard_normal((filters, channels, 1, 1)) * 0.1).astype(np.float32)
     ex, y, g = _channels_last_layer(rng, x, w, kernel=(1, 1), stride=stride)
     dx = np.zeros(x.shape)
     dx[:, :, ::stride[0], ::stride[1]] = np.einsum("nfhw,fc->nchw", g.astype(np.float64), w[:, :, 0, 0].astype(np.float64))
     _check("grad data", ex.grad_dict["data"].asnumpy(), dx)
-    # the layer's through the kernel; the 40 -> 40 identity layer before it too shallow for it
-    assert [(o, v is not None) for o, v in calls] == [(256, True), (40, False)]
+    assert [(o, v is not None) for o, v in calls] == list(zip((filters, channels), through))
 
 
 @pytest.mark.parametrize("shape,filters,kernel,pad", [

@@ -158,6 +158,9 @@ POINTWISE_MATMUL_MIN_CHANNELS = 128
 POINTWISE_MATMUL_WIDE = 65536
 # 1x1 data gradients (and strided layers' one-tap phases) through the matmul kernel (``pointwise_data_grad``)
 POINTWISE_GRAD_AS_MATMUL = True
+# ... and from this depth and width (O, C) whatever follows (``pointwise_data_grad``): 64 columns
+# of dx, SqueezeNet's squeezes, made its training 1.7-3% slower; None: the kernel's own rule only
+POINTWISE_GRAD_MIN_DEPTH: int | None = 128
 
 
 # strided 2-D convolutions with at most this many output pixels (batch x height x width) and at
@@ -337,13 +340,18 @@ def conv_grad_nhwc(b: Emitter, p, g: Value, x: Value, x_nhwc: bool, w: Value) ->
 
 def pointwise_data_grad(b: Emitter, g: Value, w: Value) -> Value | None:
     """g (N, H, W, O) . w (O, C, 1...) as one 2-D product through the matmul kernel, from the
-    depth O at which forward's 1x1 layers take it (ResNet-50 b16 training 1.5% faster; as IREE's
-    2-D matmul below that depth, DenseNet-121 1.2% slower than its 4-D form); None elsewhere."""
+    depth O at which forward's 1x1 layers take it (ResNet-50 b16 training 1.5% faster), and from
+    ``POINTWISE_GRAD_MIN_DEPTH`` on both O and C as a product alone, whatever pass follows it
+    (Inception-v3 b8 training 3.4%, MobileNet v1 / v2 1.2% / 1.6% faster; as IREE's 2-D matmul
+    below the kernel's depth, DenseNet-121 1.2% slower than its 4-D form); None elsewhere."""
     n, h, wd, o = g.shape
     c = w.shape[1]
-    if not POINTWISE_GRAD_AS_MATMUL or any_dynamic(g.shape) or not kernel_matmul.takes(b, 1, n * h * wd, c, o):
+    if not POINTWISE_GRAD_AS_MATMUL or any_dynamic(g.shape):
         return None
-    dx = b.dot_general(b.reshape(g, (n * h * wd, o)), b.reshape(w, (o, c)), contract=([1], [0]))
+    alone = POINTWISE_GRAD_MIN_DEPTH is not None and min(o, c) >= POINTWISE_GRAD_MIN_DEPTH
+    if not kernel_matmul.takes(b, 1, n * h * wd, c, o, alone):
+        return None
+    dx = b.dot_general(b.reshape(g, (n * h * wd, o)), b.reshape(w, (o, c)), contract=([1], [0]), alone=alone)
     return b.reshape(dx, (n, h, wd, c))
 
 
