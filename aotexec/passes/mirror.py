@@ -127,7 +127,7 @@ def _fanned_in(forward: list[Node], kept: Callable[[Node], bool]) -> set[int]:
     sources: dict[int, frozenset[int]] = {}
     out: set[int] = set()
     for n in forward:
-        if kept(n) and not _forced(n):
+        if kept(n):
             sources[id(n)] = frozenset() if n.op is None else frozenset((id(n),))
             continue
         s = frozenset().union(*(sources[id(e.node)] for e in n.inputs))
